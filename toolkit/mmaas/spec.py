@@ -1,0 +1,187 @@
+"""The typed model spec: what a user writes in ``model.yaml``.
+
+Frozen pydantic models, unknown keys forbidden, strict types (``version: 1.10`` is a
+number, not the string "1.10", and is refused; ``timing_cache: off`` is a string, not a
+boolean, and is refused). Field-level rules live here; rules that span fields or need
+the ONNX graph live in :mod:`mmaas.spec_load`, which reports every problem with its
+file, line and key path. The JSON Schema in ``schema/model.schema.json`` is generated
+from :class:`ModelSpec`.
+
+Shapes are full tensor shapes including the batch axis, as trtexec's
+``--minShapes/--optShapes/--maxShapes`` take them; when ``max_batch_size > 0`` axis 0 is
+the batch axis (Triton's convention).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+from mmaas.hashing import bytes_digest
+
+Backend = Literal["onnxruntime", "tensorrt"]
+Precision = Literal["fp32", "tf32", "fp16", "bf16", "int8", "fp8"]
+# KServe v2 tensor datatypes (kserve/open-inference-protocol, "Tensor Data Types").
+Datatype = Literal["BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32",
+                   "INT64", "FP16", "FP32", "FP64", "BF16", "BYTES"]
+
+NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,127}$"
+SHAPE_TEXT = re.compile(r"^\d+(x\d+)*$")
+
+
+def parse_shape(value: object) -> tuple[int, ...]:
+    """Normalise a profile shape to a tuple of positive ints.
+
+    Accepts a YAML list (``[1, 80, 1]``) or trtexec's text form (``"1x80x1000"``,
+    surrounding whitespace ignored); ``"scalar"`` or ``[]`` is a rank-0 shape.
+
+    Raises:
+        ValueError: naming the axis, for non-integers, ``-1``, ``0`` or malformed text.
+    """
+    if isinstance(value, str):
+        text = value.strip()
+        if text in ("", "scalar"):
+            return ()
+        if not SHAPE_TEXT.match(text):
+            raise ValueError(f"{value!r} is not a shape; write [1, 3, 224, 224] or '1x3x224x224'")
+        value = [int(part) for part in text.split("x")]
+    if not isinstance(value, (list, tuple)):
+        raise ValueError(f"{value!r} is not a shape; write [1, 3, 224, 224] or '1x3x224x224'")
+    dims: list[int] = []
+    for axis, dim in enumerate(value):
+        if isinstance(dim, bool) or not isinstance(dim, int) or dim <= 0:
+            raise ValueError(f"axis {axis}: {dim!r} is not a positive integer; profile shapes "
+                             "are concrete sizes (dynamic dims are given by min/opt/max)")
+        dims.append(dim)
+    return tuple(dims)
+
+
+ProfileShape = Annotated[tuple[int, ...], BeforeValidator(parse_shape)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class SourceSpec(_Strict):
+    """Where the ONNX model comes from: a ``path`` relative to the model folder, or an
+    ``https`` ``url`` pinned by ``sha256`` or ``blake3`` (hex). A path may be pinned too."""
+
+    path: str | None = None
+    url: str | None = None
+    sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] | None = None
+    blake3: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] | None = None
+
+
+class TensorSpec(_Strict):
+    """A tensor as the ONNX graph declares it. ``datatype`` and ``shape`` are filled from
+    the ONNX model when absent; ``shape`` uses ``-1`` for every dynamic dim."""
+
+    name: Annotated[str, Field(min_length=1)]
+    datatype: Datatype | None = None
+    shape: list[int] | None = None
+
+
+class InputSpec(TensorSpec):
+    """A model input and its optimization profile (trtexec ``--minShapes/--optShapes/
+    --maxShapes``). Required when the input has a dynamic dim; optional for static inputs,
+    where min = opt = max = shape."""
+
+    min: ProfileShape | None = None
+    opt: ProfileShape | None = None
+    max: ProfileShape | None = None
+
+
+class OutputSpec(TensorSpec):
+    """A model output (read by name; KServe v2 ``outputs`` of ModelMetadata)."""
+
+
+class TensorRTSpec(_Strict):
+    """TensorRT builder settings (trtexec flags); used when ``backend: tensorrt``."""
+
+    version: str = "10.13"
+    builder_image: str = "nvcr.io/nvidia/tensorrt:25.08-py3"
+    runtime_image: str = "nvcr.io/nvidia/cuda:12.9.1-runtime-ubuntu24.04"
+    builder_optimization_level: Annotated[int, Field(ge=0, le=5)] = 3
+    hardware_compatibility_level: Literal["none", "ampere+", "same_compute_capability"] = "none"
+    version_compatible: bool = False
+    gpu_targets: list[str] = Field(default_factory=list)
+
+
+class OnnxRuntimeSpec(_Strict):
+    """ONNX Runtime (CPU) builder settings: the offline graph optimization level
+    (``SessionOptions.graph_optimization_level``; ``all`` adds layout transforms tied to
+    the CPU's instruction set, recorded in the manifest)."""
+
+    graph_optimization_level: Literal["basic", "extended", "all"] = "all"
+
+
+class BuildSpec(_Strict):
+    """Engine build settings. ``workspace`` is TensorRT's workspace memory pool in MiB
+    (``--memPoolSize=workspace:<N>M``); ``timing_cache`` persists tactic timings."""
+
+    workspace: Annotated[int, Field(gt=0)] = 2048
+    timing_cache: bool = True
+    tensorrt: TensorRTSpec = Field(default_factory=TensorRTSpec)
+    onnxruntime: OnnxRuntimeSpec = Field(default_factory=OnnxRuntimeSpec)
+
+
+class RuntimeSpec(_Strict):
+    """Defaults baked into the image as ``MMAAS_*`` environment variables (the server reads
+    only its environment). ``max_message_size`` is in bytes; when absent it is derived from
+    the largest tensor at the profile's max shapes, and is at least 64 MiB."""
+
+    grpc_port: Annotated[int, Field(gt=0, lt=65536)] = 8001
+    metrics_port: Annotated[int, Field(gt=0, lt=65536)] = 8002
+    max_message_size: Annotated[int, Field(gt=0)] | None = None
+    instance_count: Annotated[int, Field(ge=1, le=64)] = 1
+
+
+class ImageSpec(_Strict):
+    """The image: ``repository`` defaults to ``mmaas/<name>`` and ``tag`` to the version.
+    ``base_image`` is the local or registry image both CPU stages start from;
+    ``ca_bundle`` a PEM file (path relative to the model folder or absolute) trusted by pip
+    inside the build, for TLS-intercepting proxies."""
+
+    repository: str | None = None
+    tag: str | None = None
+    base_image: str = "mmaas/base:bookworm"
+    ca_bundle: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+class ModelSpec(_Strict):
+    """A whole ``model.yaml``. ``max_batch_size`` 0 means the model does not batch (no
+    batch axis semantics); above 0, axis 0 of every input is the batch axis and its profile
+    max must equal ``max_batch_size``."""
+
+    name: Annotated[str, Field(pattern=NAME_PATTERN)]
+    version: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")]
+    description: str = ""
+    source: SourceSpec
+    backend: Backend = "onnxruntime"
+    target_precision: Precision = "fp32"
+    max_batch_size: Annotated[int, Field(ge=0)] = 0
+    inputs: list[InputSpec] = Field(default_factory=list)
+    outputs: list[OutputSpec] = Field(default_factory=list)
+    build: BuildSpec = Field(default_factory=BuildSpec)
+    runtime: RuntimeSpec = Field(default_factory=RuntimeSpec)
+    image: ImageSpec = Field(default_factory=ImageSpec)
+
+    def digest(self) -> str:
+        """sha256 of the canonical JSON of the whole (completed) spec: ``sha256:<hex>``."""
+        text = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        return bytes_digest(text.encode())
+
+    @property
+    def image_repository(self) -> str:
+        """``image.repository`` or ``mmaas/<name>``."""
+        return self.image.repository or f"mmaas/{self.name}"
+
+    @property
+    def image_tag(self) -> str:
+        """``image.tag`` or the model version."""
+        return self.image.tag or self.version
