@@ -193,14 +193,21 @@ def _tensor(raw: dict[str, Any]) -> TensorInfo:
                       min=dims("min"), opt=dims("opt"), max=dims("max"))
 
 
-def _from_dict(raw: dict[str, Any]) -> Manifest:
-    model = raw["model"]
-    info = ModelInfo(
+def model_info_from_dict(model: dict[str, Any]) -> ModelInfo:
+    """Rebuild a :class:`ModelInfo` from its ``asdict`` / JSON form.
+
+    Raises:
+        KeyError, TypeError: a field is missing or of the wrong kind.
+    """
+    return ModelInfo(
         name=model["name"], version=model["version"], backend=model["backend"],
         precision=model["precision"], max_batch_size=model["max_batch_size"],
         inputs=tuple(_tensor(t) for t in model["inputs"]),
         outputs=tuple(_tensor(t) for t in model["outputs"]))
-    return Manifest(model=info, engine=FileRecord(**raw["engine"]),
+
+
+def _from_dict(raw: dict[str, Any]) -> Manifest:
+    return Manifest(model=model_info_from_dict(raw["model"]), engine=FileRecord(**raw["engine"]),
                     source=FileRecord(**raw["source"]), spec_digest=raw["spec_digest"],
                     backend=raw["backend"], build=raw["build"], report=raw.get("report", {}),
                     schema_version=raw["schema_version"],
