@@ -55,7 +55,8 @@ class SpecProblem:
             where += f":{self.line}"
             if self.column is not None:
                 where += f":{self.column}"
-        return f"{where}: {self.key_path}: {self.message}" if self.key_path else f"{where}: {self.message}"
+        return f"{where}: {self.key_path}: {self.message}" if self.key_path else \
+            f"{where}: {self.message}"
 
 
 class SpecError(MmaasError):

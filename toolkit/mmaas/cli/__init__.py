@@ -1,0 +1,72 @@
+"""The ``mmaas`` command: root group, global options and the one error handler.
+
+Exit codes: 0 success; 1 an expected failure (Docker, build, integrity...); 2 a spec or
+usage error; 3 a bug (the traceback goes to a log file, or to stderr with ``--debug``);
+130 interrupted. Logs and progress go to stderr, results to stdout.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import traceback
+from pathlib import Path
+
+import click
+
+from mmaas import __version__
+from mmaas.cli import build, render, verify
+from mmaas.errors import MmaasError
+
+BUG_EXIT = 3
+INTERRUPTED_EXIT = 130
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="mmaas")
+@click.option("--debug", is_flag=True, help="Show the full traceback of any error.")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
+    """mmaas: turn an ONNX model + model.yaml into a hash-checked KServe v2 inference image.
+
+    \b
+    Typical use:
+      mmaas init models/my-model --onnx my-model.onnx   # write a model.yaml
+      mmaas validate models/my-model                    # check it against the ONNX graph
+      mmaas build models/my-model                       # build the serving image
+    """
+    ctx.obj = {"debug": debug}
+
+
+for _verb in (render, build, verify):
+    cli.add_command(_verb.command)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point: run the CLI, map errors to messages and exit codes."""
+    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    try:
+        cli.main(args=argv, prog_name="mmaas", standalone_mode=False)
+    except MmaasError as exc:
+        if debug:
+            traceback.print_exc()
+        click.secho(f"error: {exc}", fg="red", err=True)
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("interrupted", err=True)
+        sys.exit(INTERRUPTED_EXIT)
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        sys.exit(INTERRUPTED_EXIT)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except Exception:  # a bug: keep the report, show one line
+        report = Path(tempfile.mkstemp(prefix="mmaas-crash-", suffix=".log")[1])
+        report.write_text(traceback.format_exc())
+        if debug:
+            traceback.print_exc()
+        click.secho(f"internal error (a bug in mmaas); full report in {report}", fg="red",
+                    err=True)
+        sys.exit(BUG_EXIT)
+    sys.exit(0)
