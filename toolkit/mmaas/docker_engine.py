@@ -121,12 +121,13 @@ def build_args(dockerfile: Path, tag: str, labels: Mapping[str, str], target: st
     return args
 
 
-def add_labels(image: str, tag: str, labels: Mapping[str, str]) -> str:
-    """Make ``tag`` = ``image`` plus ``labels`` (a metadata-only build, no new layer);
-    return the new image id."""
+def add_labels(tag: str, labels: Mapping[str, str]) -> str:
+    """Re-tag ``tag`` as itself plus ``labels`` (a metadata-only build, no new layer);
+    return the new image id. Takes a tag, not an id: BuildKit resolves ``FROM sha256:...``
+    on Docker Hub, but a local tag from the local image store."""
     with tempfile.TemporaryDirectory(prefix="mmaas-label-") as scratch:
         dockerfile = Path(scratch) / "Dockerfile"
-        dockerfile.write_text(f"FROM {image}\n")
+        dockerfile.write_text(f"FROM {tag}\n")
         return build(Path(scratch), dockerfile, tag, labels=labels, echo=False)
 
 

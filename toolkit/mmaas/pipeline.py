@@ -97,7 +97,7 @@ def build_image(model: Path, *, ca_bundle: Path | None = None,
         built = docker_engine.build(Path(scratch), dockerfile, plan.image)
     manifest = _verified_manifest(built)
     labels = engine_labels(manifest, plan.digest, revision)
-    image_id = docker_engine.add_labels(built, plan.image, labels)
+    image_id = docker_engine.add_labels(plan.image, labels)
     check_labels(plan.image, manifest)
     return BuildResult(plan.image, image_id, manifest, labels, plan.digest,
                        round(time.perf_counter() - started, 3))
