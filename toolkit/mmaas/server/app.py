@@ -1,0 +1,217 @@
+"""The runtime server: a ``grpc.aio`` server with the KServe v2 inference service, the
+standard ``grpc.health.v1`` health service, gRPC reflection and Prometheus metrics.
+
+Life cycle (docs/design.md): read and self-check the manifest, open the port with
+health NOT_SERVING, re-hash the engine (+ ``MMAAS_EXPECTED_ENGINE``), check the host,
+load ``MMAAS_INSTANCE_COUNT`` engines and warm them up at the opt shapes, then SERVING.
+Any failure before ready raises (``python -m mmaas.server`` prints one line and exits 1):
+the model is never served. On SIGTERM/SIGINT: NOT_SERVING, stop taking requests, finish
+every in-flight and queued request within ``MMAAS_SHUTDOWN_GRACE_S``, return (exit 0).
+
+Public entry point for ``mmaas serve`` and ``python -m mmaas.server``: :func:`serve`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1._async import HealthServicer
+from grpc_reflection.v1alpha import reflection
+
+from mmaas.errors import MmaasError
+from mmaas.manifest import Manifest, read_manifest
+from mmaas.server import runtime
+from mmaas.server.batcher import Scheduler
+from mmaas.server.config import ConfigFacts
+from mmaas.server.metrics import ModelMetrics
+from mmaas.server.servicer import SERVICE, InferenceServicer, ServedModel, register
+from mmaas.server.settings import Settings
+
+HEALTH_SERVICES = ("", SERVICE)
+log = logging.getLogger("mmaas.server")
+
+
+def serve(settings: Settings) -> None:
+    """Run the server until SIGTERM/SIGINT, then drain and return.
+
+    Args:
+        settings: from :func:`mmaas.server.settings.from_env` (or built by ``mmaas serve``
+            with ``model_dir`` pointing at a locally compiled model directory).
+
+    Raises:
+        IntegrityError: the manifest or engine was altered, or differs from the pin.
+        CompatibilityError: the engine was built for another host.
+        MmaasError: a port cannot be bound, or the engine fails to load or warm up.
+    """
+    asyncio.run(run(settings))
+
+
+async def run(settings: Settings) -> None:
+    """:func:`serve` as a coroutine (same contract) for callers with their own loop."""
+    manifest = read_manifest(settings.model_dir)
+    model = _served_model(settings, manifest)
+    health = HealthServicer()
+    for name in HEALTH_SERVICES:
+        await health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+    server = _grpc_server(settings, model, health)
+    await server.start()
+    metrics_http = _serve_metrics(settings, model.metrics)
+    stop = _stop_event()
+    try:
+        engines = await _until_stopped(asyncio.to_thread(_bring_up, settings, manifest), stop)
+        if engines is not None:
+            model.scheduler = Scheduler(
+                engines, _max_batch(manifest), settings.batching, model.metrics
+            )
+            model.scheduler.start()
+            model.state = "ready"
+            for name in HEALTH_SERVICES:
+                await health.set(name, health_pb2.HealthCheckResponse.SERVING)
+            log.info(
+                "SERVING %s %s on %s:%d (%.2f s after process start)",
+                manifest.model.name,
+                manifest.model.version,
+                settings.host,
+                settings.grpc_port,
+                _process_age(),
+            )
+            await stop.wait()
+        log.info("draining: finishing in-flight requests (grace %.1f s)", settings.shutdown_grace_s)
+        model.state = "draining"
+        await health.enter_graceful_shutdown()
+        await server.stop(settings.shutdown_grace_s)
+        if model.scheduler is not None:
+            await model.scheduler.close()
+        log.info("stopped")
+    finally:
+        await server.stop(0)
+        if metrics_http is not None:
+            metrics_http.shutdown()
+
+
+def _bring_up(settings: Settings, manifest: Manifest) -> list[Any]:
+    runtime.verify(settings, manifest)
+    return runtime.load_instances(settings, manifest)
+
+
+async def _until_stopped(work: Any, stop: asyncio.Event) -> Any:
+    """Await ``work`` unless ``stop`` is set first (then None; ``work`` is left to end)."""
+    task = asyncio.ensure_future(work)
+    stopper = asyncio.ensure_future(stop.wait())
+    await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    stopper.cancel()
+    return task.result() if task.done() else None
+
+
+def _served_model(settings: Settings, manifest: Manifest) -> ServedModel:
+    info = manifest.model
+    batching = settings.batching.enabled and info.max_batch_size > 0
+    facts = ConfigFacts(
+        instance_count=settings.instance_count,
+        batching=batching,
+        preferred_batch_sizes=settings.batching.preferred_batch_sizes,
+        max_queue_delay_us=settings.batching.max_queue_delay_us,
+    )
+    return ServedModel(
+        info=info,
+        message_limit=runtime.message_limit(settings, info),
+        metrics=ModelMetrics(info.name, info.version),
+        config=facts,
+    )
+
+
+def _max_batch(manifest: Manifest) -> int:
+    info = manifest.model
+    if info.max_batch_size <= 0:
+        return 0
+    return min([info.max_batch_size, *(t.max[0] for t in info.inputs if t.max)])
+
+
+def _grpc_server(settings: Settings, model: ServedModel, health: HealthServicer) -> Any:
+    options = [
+        ("grpc.max_receive_message_length", -1),
+        ("grpc.max_send_message_length", -1),
+        ("grpc.so_reuseport", 0),
+    ]
+    if settings.max_concurrent_streams:
+        options.append(("grpc.max_concurrent_streams", settings.max_concurrent_streams))
+    server = grpc.aio.server(options=options)
+    register(InferenceServicer(model), server)
+    health_pb2_grpc.add_HealthServicer_to_server(health, server)
+    reflection.enable_server_reflection(
+        (
+            SERVICE,
+            health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+            reflection.SERVICE_NAME,
+        ),
+        server,
+    )
+    address = _address(settings.host, settings.grpc_port)
+    try:
+        if settings.tls is None:
+            bound = server.add_insecure_port(address)
+        else:
+            bound = server.add_secure_port(address, _credentials(settings))
+    except RuntimeError as exc:
+        bound, reason = 0, str(exc)
+    else:
+        reason = "bind failed"
+    if not bound:
+        raise MmaasError(
+            f"cannot listen on {address} (MMAAS_GRPC_PORT): {reason}; "
+            "is another server using the port?"
+        )
+    return server
+
+
+def _credentials(settings: Settings) -> grpc.ServerCredentials:
+    tls = settings.tls
+    assert tls is not None
+    client_ca = tls.client_ca.read_bytes() if tls.client_ca else None
+    return grpc.ssl_server_credentials(
+        [(tls.key.read_bytes(), tls.cert.read_bytes())],
+        root_certificates=client_ca,
+        require_client_auth=client_ca is not None,
+    )
+
+
+def _serve_metrics(settings: Settings, metrics: ModelMetrics) -> Any:
+    if not settings.metrics_port:
+        return None
+    try:
+        return metrics.serve_http(settings.host, settings.metrics_port)
+    except OSError as exc:
+        raise MmaasError(
+            f"cannot serve metrics on {settings.host}:{settings.metrics_port} "
+            f"(MMAAS_METRICS_PORT): {exc}; set another port or 0 to turn "
+            "metrics off"
+        ) from None
+
+
+def _stop_event() -> asyncio.Event:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    return stop
+
+
+def _address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
+
+
+def _process_age() -> float:
+    """Seconds since this process started (Linux /proc), for the ready log line."""
+    try:
+        start_ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        return uptime - start_ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return float("nan")

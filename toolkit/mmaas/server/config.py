@@ -1,0 +1,124 @@
+"""The served model described in KServe v2 / Triton messages: ModelMetadata, Triton's
+ModelConfig (``model_config.proto``) and ModelStatistics, built from ``manifest.model``,
+the runtime settings and :class:`~mmaas.server.metrics.ModelMetrics` snapshots.
+
+Triton conventions kept: ``platform`` is ``onnxruntime_onnx`` / ``tensorrt_plan``;
+ModelConfig ``dims`` leave out the batch axis when ``max_batch_size > 0``; BYTES is
+``TYPE_STRING``; statistics durations are cumulative nanoseconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tritonclient.grpc import model_config_pb2, service_pb2
+
+from mmaas.manifest import ModelInfo, TensorInfo
+
+PLATFORMS = {"onnxruntime": "onnxruntime_onnx", "tensorrt": "tensorrt_plan"}
+
+
+@dataclass(frozen=True)
+class ConfigFacts:
+    """Runtime facts ModelConfig reports: engine instances and dynamic batching
+    (``preferred_batch_sizes`` and ``max_queue_delay_us`` only when ``batching``)."""
+
+    instance_count: int
+    batching: bool
+    preferred_batch_sizes: tuple[int, ...] = ()
+    max_queue_delay_us: int = 0
+
+
+def to_metadata(info: ModelInfo) -> Any:
+    """ModelMetadataResponse: full shapes with ``-1`` for dynamic dims, batch included."""
+
+    def tensor(t: TensorInfo) -> Any:
+        return service_pb2.ModelMetadataResponse.TensorMetadata(
+            name=t.name, datatype=t.datatype, shape=list(t.shape)
+        )
+
+    return service_pb2.ModelMetadataResponse(
+        name=info.name,
+        versions=[info.version],
+        platform=PLATFORMS.get(info.backend, ""),
+        inputs=[tensor(t) for t in info.inputs],
+        outputs=[tensor(t) for t in info.outputs],
+    )
+
+
+def to_model_config(info: ModelInfo, facts: ConfigFacts) -> Any:
+    """Triton ModelConfig of the served model (what ``get_model_config`` shows)."""
+    skip = 1 if info.max_batch_size > 0 else 0
+
+    def data_type(datatype: str) -> int:
+        name = "TYPE_STRING" if datatype == "BYTES" else f"TYPE_{datatype}"
+        return int(model_config_pb2.DataType.Value(name))
+
+    config = model_config_pb2.ModelConfig(
+        name=info.name,
+        platform=PLATFORMS.get(info.backend, ""),
+        backend=info.backend,
+        max_batch_size=info.max_batch_size,
+        input=[
+            model_config_pb2.ModelInput(
+                name=t.name, data_type=data_type(t.datatype), dims=list(t.shape[skip:])
+            )
+            for t in info.inputs
+        ],
+        output=[
+            model_config_pb2.ModelOutput(
+                name=t.name, data_type=data_type(t.datatype), dims=list(t.shape[skip:])
+            )
+            for t in info.outputs
+        ],
+        instance_group=[
+            model_config_pb2.ModelInstanceGroup(
+                count=facts.instance_count,
+                kind=model_config_pb2.ModelInstanceGroup.KIND_GPU
+                if info.backend == "tensorrt"
+                else model_config_pb2.ModelInstanceGroup.KIND_CPU,
+            )
+        ],
+    )
+    if facts.batching:
+        config.dynamic_batching.preferred_batch_size.extend(facts.preferred_batch_sizes)
+        config.dynamic_batching.max_queue_delay_microseconds = facts.max_queue_delay_us
+    return config
+
+
+def to_statistics(info: ModelInfo, snapshot: dict[str, Any]) -> Any:
+    """ModelStatisticsResponse from a :meth:`ModelMetrics.snapshot`."""
+    durations = snapshot["duration_ns"]
+    executions = snapshot["execution_count"]
+
+    def stat(count: int, ns: int) -> Any:
+        return service_pb2.StatisticDuration(count=count, ns=ns)
+
+    inference = service_pb2.InferStatistics(
+        success=stat(snapshot["success"], durations.get("request", 0)),
+        fail=stat(sum(snapshot["failures"].values()), 0),
+        queue=stat(snapshot["success"], durations.get("queue", 0)),
+        compute_input=stat(executions, durations.get("compute_input", 0)),
+        compute_infer=stat(executions, durations.get("compute_infer", 0)),
+        compute_output=stat(executions, durations.get("compute_output", 0)),
+    )
+    batches = [
+        service_pb2.InferBatchStatistics(
+            batch_size=size,
+            compute_input=stat(count, input_ns),
+            compute_infer=stat(count, infer_ns),
+            compute_output=stat(count, output_ns),
+        )
+        for size, (count, input_ns, infer_ns, output_ns) in sorted(snapshot["batches"].items())
+    ]
+    model = service_pb2.ModelStatistics(
+        name=info.name,
+        version=info.version,
+        last_inference=snapshot["last_inference_ms"],
+        inference_count=snapshot["inference_count"],
+        execution_count=executions,
+        inference_stats=inference,
+        batch_stats=batches,
+    )
+    return service_pb2.ModelStatisticsResponse(model_stats=[model])

@@ -1,0 +1,247 @@
+"""KServe v2 protobuf tensors <-> numpy arrays: ``to_*`` decodes, ``from_*`` encodes.
+
+The wire format is KServe v2 / Open Inference Protocol (Triton's ``grpc_service.proto``):
+a tensor's data is either one ``raw_input_contents`` / ``raw_output_contents`` entry
+(little-endian, row-major; BYTES as elements each prefixed by a 4-byte little-endian
+length) or its typed ``contents`` field (:data:`CONTENTS_FIELD`). Datatype names and
+numpy dtypes come from the one table in :mod:`mmaas.datatypes`. Every malformed tensor
+raises :class:`~mmaas.server.status.InvalidArgument` naming the tensor and the field.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from mmaas.datatypes import NUMPY_BY_DATATYPE, from_numpy
+from mmaas.errors import UsageError
+from mmaas.server.status import InvalidArgument
+
+# KServe v2 InferTensorContents field per datatype; FP16 and BF16 travel only as raw bytes.
+CONTENTS_FIELD: dict[str, str | None] = {
+    "BOOL": "bool_contents",
+    "UINT8": "uint_contents",
+    "UINT16": "uint_contents",
+    "UINT32": "uint_contents",
+    "UINT64": "uint64_contents",
+    "INT8": "int_contents",
+    "INT16": "int_contents",
+    "INT32": "int_contents",
+    "INT64": "int64_contents",
+    "FP16": None,
+    "BF16": None,
+    "FP32": "fp32_contents",
+    "FP64": "fp64_contents",
+    "BYTES": "bytes_contents",
+}
+LENGTH_PREFIX = struct.Struct("<I")
+
+
+class Tensor(Protocol):
+    """What InferInputTensor and InferOutputTensor share (KServe v2 ``*Tensor``)."""
+
+    name: str
+    datatype: str
+    shape: Any
+    contents: Any
+
+
+def to_array(tensor: Tensor, raw: bytes | None) -> np.ndarray:
+    """Decode one tensor from ``raw`` (its raw contents entry) or, when ``raw`` is None,
+    from its typed ``contents``. BYTES become an ``object`` array of ``bytes``.
+
+    Raises:
+        InvalidArgument: unknown datatype, negative dims, a byte length or value count
+            that does not match shape x element size, typed contents in the wrong field,
+            or a BYTES length prefix that runs past the data.
+    """
+    where = f"input {tensor.name!r}"
+    dtype = _numpy_dtype(tensor.datatype, where)
+    shape = _shape(tensor.shape, where)
+    count = math.prod(shape)
+    if raw is None:
+        return _from_contents(tensor, dtype, shape, count, where)
+    if tensor.datatype == "BYTES":
+        elements = decode_bytes(raw, count, f"{where}: raw_input_contents")
+        return _object_array(elements, shape)
+    expected = count * dtype.itemsize
+    if len(raw) != expected:
+        raise InvalidArgument(
+            f"{where}: raw_input_contents holds {len(raw)} bytes, but shape {list(shape)} of "
+            f"{tensor.datatype} ({dtype.itemsize} bytes each) needs {expected}"
+        )
+    return np.frombuffer(raw, dtype=dtype.newbyteorder("<")).reshape(shape)
+
+
+def from_array(tensor: Tensor, array: np.ndarray, *, typed: bool = False) -> bytes | None:
+    """Encode ``array`` into ``tensor`` (datatype and shape always; the data in its typed
+    ``contents`` when ``typed``, else returned as the raw contents entry).
+
+    Raises:
+        UsageError: the array's dtype has no KServe v2 datatype, or ``typed`` is asked for
+            FP16/BF16, which have no typed contents field.
+    """
+    datatype = from_numpy(array.dtype)
+    tensor.datatype = datatype
+    del tensor.shape[:]
+    tensor.shape.extend(array.shape)
+    if datatype == "BYTES":
+        elements = [_as_bytes(value) for value in array.reshape(-1)]
+        if not typed:
+            return encode_bytes(elements)
+        tensor.contents.bytes_contents.extend(elements)
+        return None
+    if not typed:
+        return np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<")).tobytes()
+    field = CONTENTS_FIELD[datatype]
+    if field is None:
+        raise UsageError(f"{datatype} has no typed contents field in KServe v2; send it raw")
+    getattr(tensor.contents, field).extend(array.reshape(-1).tolist())
+    return None
+
+
+def to_inputs(inputs: Sequence[Tensor], raw_contents: Sequence[bytes]) -> dict[str, np.ndarray]:
+    """Decode a ModelInferRequest's ``inputs`` with its ``raw_input_contents`` (one entry
+    per input, in order, or none at all) into ``{name: array}``.
+
+    Raises:
+        InvalidArgument: raw entries do not pair one-to-one with the inputs, an input
+            has both raw and typed data, an input name repeats, or a tensor is malformed.
+    """
+    if raw_contents and len(raw_contents) != len(inputs):
+        raise InvalidArgument(
+            f"raw_input_contents has {len(raw_contents)} entries for {len(inputs)} inputs; "
+            "send one per input, in the order of inputs, or use typed contents for all"
+        )
+    arrays: dict[str, np.ndarray] = {}
+    for index, tensor in enumerate(inputs):
+        if tensor.name in arrays:
+            raise InvalidArgument(f"input {tensor.name!r} appears twice in inputs")
+        raw = raw_contents[index] if raw_contents else None
+        if raw is not None and tensor.HasField("contents"):
+            raise InvalidArgument(
+                f"input {tensor.name!r} has both raw_input_contents and "
+                "typed contents; send one of them"
+            )
+        arrays[tensor.name] = to_array(tensor, raw)
+    return arrays
+
+
+def from_outputs(response: Any, arrays: Mapping[str, np.ndarray]) -> None:
+    """Append each array to a ModelInferResponse as an output tensor (by name, in the
+    mapping's order) with its data in ``raw_output_contents``."""
+    for name, array in arrays.items():
+        tensor = response.outputs.add(name=name)
+        raw = from_array(tensor, array)
+        response.raw_output_contents.append(raw)
+
+
+def decode_bytes(raw: bytes, count: int, where: str) -> list[bytes]:
+    """Split KServe v2 raw BYTES into ``count`` elements (4-byte little-endian length,
+    then that many bytes; empty elements allowed).
+
+    Raises:
+        InvalidArgument: a length prefix is cut short or claims more bytes than follow,
+            fewer than ``count`` elements are present, or bytes are left over.
+    """
+    elements: list[bytes] = []
+    offset = 0
+    view = memoryview(raw)
+    for index in range(count):
+        if offset + LENGTH_PREFIX.size > len(raw):
+            raise InvalidArgument(
+                f"{where}: BYTES element {index} of {count} is missing "
+                f"(only {len(raw) - offset} bytes left at offset {offset}, "
+                "a 4-byte length prefix is needed)"
+            )
+        (length,) = LENGTH_PREFIX.unpack_from(view, offset)
+        offset += LENGTH_PREFIX.size
+        if offset + length > len(raw):
+            raise InvalidArgument(
+                f"{where}: BYTES element {index} claims {length} bytes but "
+                f"only {len(raw) - offset} follow its length prefix"
+            )
+        elements.append(bytes(view[offset : offset + length]))
+        offset += length
+    if offset != len(raw):
+        raise InvalidArgument(
+            f"{where}: {len(raw) - offset} bytes left after the {count} "
+            "BYTES elements the shape calls for"
+        )
+    return elements
+
+
+def encode_bytes(elements: Sequence[bytes]) -> bytes:
+    """Join BYTES elements as KServe v2 raw contents: each a 4-byte LE length + data."""
+    return b"".join(LENGTH_PREFIX.pack(len(element)) + element for element in elements)
+
+
+def _from_contents(
+    tensor: Tensor, dtype: np.dtype, shape: tuple[int, ...], count: int, where: str
+) -> np.ndarray:
+    field = CONTENTS_FIELD[tensor.datatype]
+    present = [descriptor.name for descriptor, _ in tensor.contents.ListFields()]
+    if field is None:
+        raise InvalidArgument(
+            f"{where}: {tensor.datatype} has no typed contents field in "
+            "KServe v2; send it in raw_input_contents"
+        )
+    if present and present != [field]:
+        raise InvalidArgument(
+            f"{where}: {tensor.datatype} data goes in contents.{field}, "
+            f"got contents.{', contents.'.join(present)}"
+        )
+    values = getattr(tensor.contents, field)
+    if len(values) != count:
+        raise InvalidArgument(
+            f"{where}: contents.{field} holds {len(values)} values, but "
+            f"shape {list(shape)} needs {count}"
+        )
+    if tensor.datatype == "BYTES":
+        return _object_array(list(values), shape)
+    array = np.array(values)
+    if dtype.kind in "iu" and array.size:
+        limits = np.iinfo(dtype)
+        if array.min() < limits.min or array.max() > limits.max:
+            raise InvalidArgument(
+                f"{where}: contents.{field} holds values outside "
+                f"{tensor.datatype}'s range {limits.min}..{limits.max}"
+            )
+    return array.astype(dtype).reshape(shape)
+
+
+def _object_array(elements: list[bytes], shape: tuple[int, ...]) -> np.ndarray:
+    array = np.empty(len(elements), dtype=object)
+    array[:] = elements
+    return array.reshape(shape)
+
+
+def _numpy_dtype(datatype: str, where: str) -> np.dtype:
+    try:
+        return NUMPY_BY_DATATYPE[datatype]
+    except KeyError:
+        raise InvalidArgument(
+            f"{where}: datatype {datatype!r} is not a KServe v2 datatype "
+            f"({', '.join(NUMPY_BY_DATATYPE)})"
+        ) from None
+
+
+def _shape(dims: Sequence[int], where: str) -> tuple[int, ...]:
+    if any(dim < 0 for dim in dims):
+        raise InvalidArgument(
+            f"{where}: shape {list(dims)} has a negative dim; a request "
+            "states the concrete size of every axis"
+        )
+    return tuple(dims)
+
+
+def _as_bytes(value: object) -> bytes:
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode()
+    return str(value).encode()
