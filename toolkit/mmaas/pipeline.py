@@ -19,10 +19,11 @@ import mmaas
 from mmaas import docker_engine
 from mmaas.errors import IntegrityError
 from mmaas.manifest import Manifest, atomic_write_text
-from mmaas.plan import MODEL_DIR, BuildPlan, make_plan
+from mmaas.hashing import file_digests
+from mmaas.plan import MODEL_DIR, BuildPlan, compile_request, make_plan
 from mmaas.render import render_dockerfile
 from mmaas.spec_load import LoadedSpec, load_spec
-from mmaas.stage import verify_model_dir
+from mmaas.stage import build_model_dir, verify_model_dir
 
 TOOLKIT_DIR = Path(mmaas.__file__).resolve().parent
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc")
@@ -101,6 +102,34 @@ def build_image(model: Path, *, ca_bundle: Path | None = None,
     check_labels(plan.image, manifest)
     return BuildResult(plan.image, image_id, manifest, labels, plan.digest,
                        round(time.perf_counter() - started, 3))
+
+
+def compile_local(model: Path, *, rebuild: bool = False) -> Path:
+    """Compile ``model`` on this host into ``<model folder>/.mmaas/engine`` (what the
+    builder stage does, without Docker) and return that model directory. An existing
+    directory is reused when it verifies and was built from the same spec digest and
+    source sha256, unless ``rebuild``.
+
+    Raises:
+        SpecError, BuildError: as for ``mmaas build``.
+    """
+    loaded = load_spec(model)
+    out_dir = loaded.model_dir / ".mmaas" / "engine"
+    digest = loaded.spec.digest()
+    if not rebuild and _reusable(out_dir, digest, loaded.source_path):
+        return out_dir
+    request = compile_request(loaded.spec, loaded.source_path, out_dir)
+    build_model_dir(request, digest, out_dir)
+    return out_dir
+
+
+def _reusable(out_dir: Path, spec_digest: str, source: Path) -> bool:
+    try:
+        manifest = verify_model_dir(out_dir)
+    except IntegrityError:
+        return False
+    return (manifest.spec_digest == spec_digest
+            and manifest.source.sha256 == file_digests(source)["sha256"])
 
 
 def engine_labels(manifest: Manifest, plan_digest: str, revision: str | None) -> dict[str, str]:

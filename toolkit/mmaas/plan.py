@@ -11,18 +11,16 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
-from math import prod
 from pathlib import Path
 from typing import Any
 
-from mmaas.datatypes import element_size
+from mmaas.backends import CompileRequest
 from mmaas.hashing import bytes_digest
 from mmaas.manifest import ModelInfo, TensorInfo
 from mmaas.spec import InputSpec, ModelSpec, OutputSpec
 
 TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "templates"
 MODEL_DIR = "/opt/mmaas/model"
-MIN_MESSAGE_BYTES = 64 * 1024 * 1024
 # Modules the builder stage runs (``python -m mmaas.stage``): only these are copied into
 # it, so a change to the server or CLI does not re-run the engine compile (C13).
 STAGE_MODULES = ("__init__.py", "errors.py", "hashing.py", "manifest.py", "datatypes.py",
@@ -69,16 +67,6 @@ def model_info(spec: ModelSpec) -> ModelInfo:
                      outputs=tuple(_tensor(t) for t in spec.outputs))
 
 
-def max_message_bytes(spec: ModelSpec) -> int:
-    """gRPC message limit in bytes: ``runtime.max_message_size`` when set, else twice the
-    sum of every input's size at its max shape (dtype size x elements), at least 64 MiB."""
-    if spec.runtime.max_message_size:
-        return spec.runtime.max_message_size
-    total = sum(prod(t.max or ()) * max(element_size(t.datatype or "FP32"), 1)
-                for t in spec.inputs)
-    return max(MIN_MESSAGE_BYTES, 2 * total)
-
-
 def make_plan(spec: ModelSpec, source: Path, *, toolkit_dir: Path, buildkit: bool,
               ca_bundle: Path | None = None) -> BuildPlan:
     """Plan the image of a completed ``spec`` whose ONNX file is ``source``.
@@ -88,8 +76,8 @@ def make_plan(spec: ModelSpec, source: Path, *, toolkit_dir: Path, buildkit: boo
         buildkit: whether the builder supports ``RUN --mount`` cache mounts.
         ca_bundle: a PEM bundle trusted by pip inside the build, or None.
     """
-    info = model_info(spec)
-    request = {"model": asdict(info), "settings": spec.build.model_dump(mode="json"),
+    compile_ = compile_request(spec, source, Path(MODEL_DIR))
+    request = {"model": asdict(compile_.model), "settings": dict(compile_.settings),
                "spec_digest": spec.digest(), "source": f"model/{source.name}"}
     files = [ContextFile(source, f"model/{source.name}"),
              ContextFile(TEMPLATES_DIR / "requirements-runtime.txt",
@@ -115,10 +103,7 @@ def make_plan(spec: ModelSpec, source: Path, *, toolkit_dir: Path, buildkit: boo
         "buildkit": buildkit,
         "ca_bundle": ca_bundle is not None,
         "model_dir": MODEL_DIR,
-        "env": {"MMAAS_GRPC_PORT": str(spec.runtime.grpc_port),
-                "MMAAS_METRICS_PORT": str(spec.runtime.metrics_port),
-                "MMAAS_MAX_MESSAGE_SIZE": str(max_message_bytes(spec)),
-                "MMAAS_INSTANCE_COUNT": str(spec.runtime.instance_count)},
+        "env": runtime_env(spec),
         "ports": [spec.runtime.grpc_port, spec.runtime.metrics_port],
         "labels": labels,
     }
@@ -128,6 +113,26 @@ def make_plan(spec: ModelSpec, source: Path, *, toolkit_dir: Path, buildkit: boo
                      generated={"build-request.json": json.dumps(request, indent=2) + "\n"},
                      labels=labels)
     return BuildPlan(**{**plan.__dict__, "digest": _digest(plan)})
+
+
+def runtime_env(spec: ModelSpec) -> dict[str, str]:
+    """The ``MMAAS_*`` variables that carry ``runtime`` from model.yaml into the image
+    (the server reads only its environment; see ``mmaas.server.settings``). An unset
+    ``max_message_size`` is left to the server, which derives it from the manifest."""
+    env = {"MMAAS_GRPC_PORT": str(spec.runtime.grpc_port),
+           "MMAAS_METRICS_PORT": str(spec.runtime.metrics_port),
+           "MMAAS_INSTANCE_COUNT": str(spec.runtime.instance_count)}
+    if spec.runtime.max_message_size:
+        env["MMAAS_MAX_MESSAGE_SIZE"] = str(spec.runtime.max_message_size)
+    return env
+
+
+def compile_request(spec: ModelSpec, source: Path, out_dir: Path) -> CompileRequest:
+    """The back end's compile request for a completed ``spec`` whose ONNX file is
+    ``source`` (used on the host by ``mmaas serve``; the image gets the same fields as
+    ``build-request.json``)."""
+    return CompileRequest(model=model_info(spec), source=source, out_dir=out_dir,
+                          settings=spec.build.model_dump(mode="json"))
 
 
 def _tensor(spec: InputSpec | OutputSpec) -> TensorInfo:

@@ -23,7 +23,8 @@ def command(model: Path, buildkit: bool | None, ca_bundle: Path | None) -> None:
     """Print MODEL's Dockerfile (stdout) and its docker build command (stderr)."""
     _, plan = plan_model(model, ca_bundle=ca_bundle, buildkit=buildkit)
     click.echo(render_dockerfile(plan), nl=False)
-    binary = "DOCKER_BUILDKIT=1 docker" if plan.values["buildkit"] else "DOCKER_BUILDKIT=0 docker"
+    docker = docker_engine.client().binary if buildkit is None else "docker"
+    binary = f"DOCKER_BUILDKIT={1 if plan.values['buildkit'] else 0} {docker}"
     args = docker_engine.build_args(Path("CONTEXT/Dockerfile"), plan.image, {}, None,
                                     plan.values["buildkit"])
     click.echo(f"# build: {binary} build {shlex.join(args)} CONTEXT", err=True)

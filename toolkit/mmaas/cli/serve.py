@@ -1,0 +1,36 @@
+"""``mmaas serve MODEL``: compile on this host and run the KServe v2 server, no Docker."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from mmaas.pipeline import compile_local
+
+
+@click.command("serve")
+@click.argument("model", type=click.Path(path_type=Path))
+@click.option("--grpc-port", type=int, help="gRPC port (default: MMAAS_GRPC_PORT, else 8001).")
+@click.option("--metrics-port", type=int,
+              help="Prometheus port, 0 = off (default: MMAAS_METRICS_PORT, else 8002).")
+@click.option("--host", help="Address to bind (default: MMAAS_HOST, else 0.0.0.0).")
+@click.option("--rebuild", is_flag=True, help="Recompile even if a matching engine exists.")
+def command(model: Path, grpc_port: int | None, metrics_port: int | None, host: str | None,
+            rebuild: bool) -> None:
+    """Serve MODEL (folder or model.yaml) on this host until Ctrl-C or SIGTERM.
+
+    The engine is compiled into MODEL/.mmaas/engine exactly as the image's builder stage
+    does (reused while the spec and the ONNX file are unchanged); every other server
+    setting comes from the MMAAS_* environment variables, as in the image.
+    """
+    from mmaas.server.app import serve
+    from mmaas.server.settings import from_env
+
+    overrides = {"MMAAS_MODEL_DIR": str(compile_local(model, rebuild=rebuild))}
+    for name, value in (("MMAAS_GRPC_PORT", grpc_port), ("MMAAS_METRICS_PORT", metrics_port),
+                        ("MMAAS_HOST", host)):
+        if value is not None:
+            overrides[name] = str(value)
+    serve(from_env({**os.environ, **overrides}))
