@@ -42,14 +42,15 @@ Profile = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]
 
 def suggest_profile(shape: Sequence[int], max_batch_size: int) -> Profile:
     """A starting (min, opt, max) for ``shape`` (``-1`` = dynamic): fixed axes keep their
-    size; axis 0 of a rank >= 2 tensor is the batch (1, 1, max(max_batch_size, 1)); the
-    last two axes of a rank-4 tensor are image sides :data:`SPATIAL_PROFILE`; any other
-    dynamic axis gets :data:`GENERIC_PROFILE`. Guesses: the user tunes them."""
+    size; a dynamic axis 0 is the batch (1, 1, max_batch_size) when max_batch_size > 0, and
+    (1, 1, 1) for a rank >= 2 tensor otherwise; the last two axes of a rank-4 tensor are
+    image sides :data:`SPATIAL_PROFILE`; any other dynamic axis gets
+    :data:`GENERIC_PROFILE`. Guesses: the user tunes them."""
     triples = []
     for axis, dim in enumerate(shape):
         if dim > 0:
             triples.append((dim, dim, dim))
-        elif axis == 0 and len(shape) >= 2:
+        elif axis == 0 and (max_batch_size > 0 or len(shape) >= 2):
             triples.append((1, 1, max(max_batch_size, 1)))
         elif len(shape) == 4 and axis >= 2:
             triples.append(SPATIAL_PROFILE)

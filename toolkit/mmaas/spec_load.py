@@ -53,12 +53,15 @@ class LoadedSpec:
 
 
 def load_spec(path: Path) -> LoadedSpec:
-    """Read, validate, cross-check and complete the model.yaml at ``path``.
+    """Read, validate, cross-check and complete the model.yaml at ``path`` (a model folder
+    stands for its ``model.yaml``).
 
     Raises:
         UsageError: ``path`` does not exist or is not a readable file.
         SpecError: every problem found in the spec or its ONNX model.
     """
+    if path.is_dir():
+        path = path / SPEC_FILE
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:

@@ -1,0 +1,49 @@
+"""Write ``schema/model.schema.json``, the JSON Schema of model.yaml, from ``ModelSpec``.
+
+Editors (e.g. VS Code's YAML extension with ``# yaml-language-server: $schema=...``) use it
+to complete and check model.yaml files. The file is committed; ``tests/test_schema.py``
+fails when it is stale, and this script regenerates it.
+
+Usage: ``python scripts/gen_schema.py [--check]`` (``--check``: exit 1 if stale, write
+nothing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from mmaas.manifest import atomic_write_text
+from mmaas.spec import ModelSpec
+
+ROOT = Path(__file__).resolve().parent.parent
+SCHEMA_PATH = ROOT / "schema" / "model.schema.json"
+DIALECT = "https://json-schema.org/draft/2020-12/schema"
+
+
+def render_schema() -> str:
+    """The schema's JSON text (sorted keys, 2-space indent, trailing newline)."""
+    schema = {"$schema": DIALECT, **ModelSpec.model_json_schema()}
+    schema["title"] = "mmaas model.yaml"
+    return json.dumps(schema, indent=2, sort_keys=True) + "\n"
+
+
+def main() -> None:
+    """Command-line entry: write the schema, or with ``--check`` compare it."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 if the file is stale")
+    args = parser.parse_args()
+    text = render_schema()
+    current = SCHEMA_PATH.read_text() if SCHEMA_PATH.is_file() else ""
+    if args.check:
+        if current != text:
+            sys.exit(f"{SCHEMA_PATH} is stale; run python scripts/gen_schema.py")
+        return
+    atomic_write_text(SCHEMA_PATH, text)
+    print(f"wrote {SCHEMA_PATH.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()

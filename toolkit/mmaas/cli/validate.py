@@ -1,0 +1,60 @@
+"""``mmaas validate MODEL``: check a model.yaml against its ONNX model, print the result."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+import click
+
+from mmaas.catalog import resolve_model
+from mmaas.cli.options import json_option
+from mmaas.errors import SpecError
+from mmaas.spec import InputSpec, OutputSpec
+from mmaas.spec_load import LoadedSpec, load_spec
+
+
+@click.command("validate")
+@click.argument("model")
+@json_option
+def command(model: str, as_json: bool) -> None:
+    """Validate MODEL (a model folder or its model.yaml) against its ONNX graph.
+
+    Prints the completed spec (datatypes, shapes and profiles filled from the model), or
+    every problem as file:line:col: key.path: what is wrong, what to do (exit 2). With
+    --json, stdout gets {"ok": true, "spec": ...} or {"ok": false, "problems": [...]}.
+    """
+    path = resolve_model(model)
+    try:
+        loaded = load_spec(path)
+    except SpecError as exc:
+        if as_json:
+            click.echo(json.dumps({"ok": False, "path": str(path),
+                                   "problems": [asdict(p) for p in exc.problems]}, indent=2))
+        raise
+    if as_json:
+        click.echo(json.dumps({"ok": True, "path": str(path), "source": str(loaded.source_path),
+                               "digest": loaded.spec.digest(),
+                               "spec": loaded.spec.model_dump(mode="json")}, indent=2))
+    else:
+        click.echo(summary(loaded))
+
+
+def summary(loaded: LoadedSpec) -> str:
+    """A few human lines: the model, its source and every input (with its profile) and
+    output."""
+    spec = loaded.spec
+    lines = [f"ok: {loaded.path}: {spec.name} {spec.version} ({spec.backend}, "
+             f"{spec.target_precision}, max_batch_size {spec.max_batch_size})",
+             f"  source: {loaded.source_path}"]
+    lines += [_tensor_line("input", tensor) for tensor in spec.inputs]
+    lines += [_tensor_line("output", tensor) for tensor in spec.outputs]
+    return "\n".join(lines)
+
+
+def _tensor_line(role: str, tensor: InputSpec | OutputSpec) -> str:
+    line = f"  {role:<6} {tensor.name} {tensor.datatype} {tensor.shape}"
+    if isinstance(tensor, InputSpec):
+        for key in ("min", "opt", "max"):
+            line += f"  {key} {'x'.join(map(str, getattr(tensor, key) or ())) or 'scalar'}"
+    return line
