@@ -18,8 +18,8 @@ from pathlib import Path
 import mmaas
 from mmaas import docker_engine
 from mmaas.errors import IntegrityError
-from mmaas.manifest import Manifest, atomic_write_text
 from mmaas.hashing import file_digests
+from mmaas.manifest import Manifest, atomic_write_text
 from mmaas.plan import MODEL_DIR, BuildPlan, compile_request, make_plan
 from mmaas.render import render_dockerfile
 from mmaas.spec_load import LoadedSpec, load_spec
