@@ -97,8 +97,8 @@ def read_signature(path: Path) -> GraphSignature:
     except OSError as exc:
         raise SourceError(f"{path}: cannot read the ONNX model ({exc.strerror or exc})") from exc
     except (DecodeError, ValueError) as exc:
-        raise SourceError(f"{path}: not a valid ONNX model ({exc}); re-export or re-download "
-                          "it") from exc
+        raise SourceError(f"{path}: not a valid ONNX model (it does not parse as an ONNX "
+                          "protobuf); re-export or re-download it") from exc
     if not model.ir_version or not model.HasField("graph"):
         raise SourceError(f"{path}: not an ONNX model (no graph); re-export or re-download it")
     weights = {init.name for init in model.graph.initializer}

@@ -69,8 +69,8 @@ def scaffold_spec(onnx_path: Path, name: str, *, source: str | None = None,
     sha256 = file_digests(onnx_path)["sha256"].split(":", 1)[1]
     header = _HEADER.format(onnx=onnx_path.name, name=yaml_scalar(name),
                             version=json.dumps(version),
-                            source=yaml_scalar(source or onnx_path.name), sha256=sha256,
-                            max_batch_size=batch)
+                            source=yaml_scalar(source or onnx_path.name),
+                            sha256=yaml_scalar(sha256), max_batch_size=batch)
     lines = [header]
     lines.append("inputs:\n" if graph.inputs else "inputs: []\n")
     lines.extend(_input(tensor, batch) for tensor in graph.inputs)

@@ -201,8 +201,7 @@ class _Completer:
         low, opt, high = (tuple(value or ()) for value in given)
         if self._check_ranks(what, shape, (low, opt, high), path):
             for axis in range(len(shape)):
-                self._check_axis(what, axis, shape[axis], (low[axis], opt[axis], high[axis]),
-                                 path)
+                self._check_axis(what, axis, shape, (low[axis], opt[axis], high[axis]), path)
         return low, opt, high
 
     def _check_ranks(self, what: str, shape: tuple[int, ...], profile: Profile,
@@ -215,9 +214,10 @@ class _Completer:
                             f"the input has {len(shape)} {list(shape)}; give one size per axis")
         return ok
 
-    def _check_axis(self, what: str, axis: int, dim: int, sizes: tuple[int, int, int],
-                    path: KeyPath) -> None:
+    def _check_axis(self, what: str, axis: int, shape: tuple[int, ...],
+                    sizes: tuple[int, int, int], path: KeyPath) -> None:
         low, opt, high = sizes
+        dim = shape[axis]
         batch = self.spec.max_batch_size
         got = f"min {low}, opt {opt}, max {high}"
         if not low <= opt <= high:
@@ -226,8 +226,8 @@ class _Completer:
                         "min <= opt <= max")
         elif dim > 0 and sizes != (dim, dim, dim):
             key = PROFILE_KEYS[next(i for i, size in enumerate(sizes) if size != dim)]
-            self.report((*path, key, axis), f"{what}: axis {axis} is fixed at {dim} in the "
-                        f"model, so min, opt and max must all be {dim} there (got {got})")
+            self.report((*path, key, axis), f"{what}: axis {axis} is fixed at {dim} (shape "
+                        f"{list(shape)}), so min, opt and max must all be {dim} there (got {got})")
         elif axis == 0 and batch > 0 and (low != 1 or high != batch):
             key = "min" if low != 1 else "max"
             self.report((*path, key, 0), f"{what}: axis 0 is the batch axis (max_batch_size "

@@ -109,12 +109,13 @@ def _cross_checked_part(data: dict[str, Any]) -> dict[str, Any]:
 def _cross_check(spec: ModelSpec, path: Path, doc: YamlDocument,
                  problems: list[SpecProblem]) -> LoadedSpec | None:
     model_dir = path.parent
-    source_key = "url" if spec.source.url is not None else "path"
+    given = [key for key in ("path", "url") if getattr(spec.source, key) is not None]
+    source_key: KeyPath = ("source", *given) if len(given) == 1 else ("source",)
     try:
         source_path = resolve_source(spec.source, model_dir)
         graph = read_signature(source_path)
     except SourceError as exc:
-        problems.append(doc.problem(("source", source_key), exc.message))
+        problems.append(doc.problem(source_key, exc.message))
         return None
     completed, found = complete_spec(spec, graph, doc)
     problems.extend(found)
