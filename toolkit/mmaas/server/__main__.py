@@ -7,7 +7,6 @@ from collections.abc import Mapping
 
 from mmaas.errors import MmaasError
 from mmaas.server.app import serve
-from mmaas.server.logs import configure
 from mmaas.server.settings import from_env
 
 
@@ -15,9 +14,7 @@ def main(environ: Mapping[str, str] | None = None) -> int:
     """Serve until SIGTERM; 0 after a graceful shutdown, 1 when start-up fails (one line
     on stderr naming the problem: never a traceback, never a half-started server)."""
     try:
-        settings = from_env(environ)
-        configure(settings.log_format, settings.log_level)
-        serve(settings)
+        serve(from_env(environ))
     except MmaasError as exc:
         print(f"mmaas server: error: {exc}".replace("\n", " "), file=sys.stderr)
         return 1

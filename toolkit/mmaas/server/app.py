@@ -30,6 +30,7 @@ from mmaas.manifest import Manifest, read_manifest
 from mmaas.server import runtime
 from mmaas.server.batcher import Scheduler
 from mmaas.server.config import ConfigFacts
+from mmaas.server.logs import configure
 from mmaas.server.metrics import ModelMetrics
 from mmaas.server.servicer import SERVICE, InferenceServicer, ServedModel, register
 from mmaas.server.settings import Settings
@@ -39,7 +40,8 @@ log = logging.getLogger("mmaas.server")
 
 
 def serve(settings: Settings) -> None:
-    """Run the server until SIGTERM/SIGINT, then drain and return.
+    """Run the server until SIGTERM/SIGINT, then drain and return. Logs go to stderr as
+    ``settings.log_format`` says.
 
     Args:
         settings: from :func:`mmaas.server.settings.from_env` (or built by ``mmaas serve``
@@ -50,6 +52,7 @@ def serve(settings: Settings) -> None:
         CompatibilityError: the engine was built for another host.
         MmaasError: a port cannot be bound, or the engine fails to load or warm up.
     """
+    configure(settings.log_format, settings.log_level)
     asyncio.run(run(settings))
 
 

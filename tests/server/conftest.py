@@ -1,0 +1,200 @@
+"""Server test fixtures: model directories compiled by the real builder stage
+(``mmaas.stage.build_model_dir``) and the real server (``python -m mmaas.server``) in a
+subprocess on a free loopback port, waited for until health reports SERVING and
+stopped by its PID with SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+import onnx
+import pytest
+import tritonclient.grpc as triton
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from mmaas.backends import CompileRequest
+from mmaas.manifest import ModelInfo
+from mmaas.stage import build_model_dir
+
+from . import graphs
+
+START_TIMEOUT_S = 60.0
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def compile_model_dir(source: Path, info: ModelInfo, out_dir: Path) -> Path:
+    """Run the builder stage on ``source`` for ``info``; returns the model directory."""
+    request = CompileRequest(model=info, source=source, out_dir=out_dir, settings={})
+    build_model_dir(request, "sha256:" + "0" * 64, out_dir)
+    return out_dir
+
+
+@dataclass
+class RunningServer:
+    """A server subprocess: its gRPC and metrics ports and its stderr log file."""
+
+    process: subprocess.Popen[bytes]
+    port: int
+    metrics_port: int
+    log: Path
+
+    @property
+    def url(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def client(self) -> triton.InferenceServerClient:
+        return triton.InferenceServerClient(self.url)
+
+    def health(self, timeout: float = 2.0) -> str:
+        """``SERVING`` / ``NOT_SERVING`` of the whole server, or ``UNREACHABLE``."""
+        with grpc.insecure_channel(self.url) as channel:
+            stub = health_pb2_grpc.HealthStub(channel)
+            try:
+                reply = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=timeout)
+            except grpc.RpcError:
+                return "UNREACHABLE"
+        return health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
+
+    def stderr(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait_serving(self, timeout: float = START_TIMEOUT_S) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise AssertionError(f"server exited {self.process.returncode}:\n{self.stderr()}")
+            if self.health(timeout=0.5) == "SERVING":
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"server not SERVING after {timeout} s:\n{self.stderr()}")
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """SIGTERM by PID, wait; SIGKILL if it does not exit in ``timeout``. Exit code."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        return self.process.returncode
+
+
+def launch(model_dir: Path, log: Path, env: dict[str, str] | None = None) -> RunningServer:
+    """Start ``python -m mmaas.server`` on ``model_dir`` (not waiting for SERVING)."""
+    port, metrics_port = free_port(), free_port()
+    full_env = {
+        **os.environ,
+        "MMAAS_MODEL_DIR": str(model_dir),
+        "MMAAS_HOST": "127.0.0.1",
+        "MMAAS_GRPC_PORT": str(port),
+        "MMAAS_METRICS_PORT": str(metrics_port),
+        **(env or {}),
+    }
+    with log.open("wb") as stream:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "mmaas.server"],
+            env=full_env,
+            stdout=stream,
+            stderr=subprocess.STDOUT,
+        )
+    return RunningServer(process, port, metrics_port, log)
+
+
+@pytest.fixture
+def start_server(tmp_path: Path) -> Iterator[Callable[..., RunningServer]]:
+    """``start_server(model_dir, wait=True, **MMAAS_env)``: servers stopped at teardown."""
+    started: list[RunningServer] = []
+
+    def start(model_dir: Path, wait: bool = True, **env: str) -> RunningServer:
+        server = launch(model_dir, tmp_path / f"server-{len(started)}.log", env)
+        started.append(server)
+        if wait:
+            server.wait_serving()
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def module_server(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Callable[..., RunningServer]]:
+    """Like ``start_server`` but the servers live for the whole test module."""
+    started: list[RunningServer] = []
+    logs = tmp_path_factory.mktemp("logs")
+
+    def start(model_dir: Path, **env: str) -> RunningServer:
+        server = launch(model_dir, logs / f"server-{len(started)}.log", env)
+        started.append(server)
+        server.wait_serving()
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+def _compiled(
+    factory: pytest.TempPathFactory, build: Callable[[], tuple[onnx.ModelProto, ModelInfo]]
+) -> Path:
+    model, info = build()
+    work = factory.mktemp(info.name)
+    onnx.save(model, work / "model.onnx")
+    return compile_model_dir(work / "model.onnx", info, work / "model")
+
+
+@pytest.fixture(scope="session")
+def det_dir(ppocr_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """PP-OCRv4 detection compiled for 1x3x32x32 .. 4x3x1280x1280."""
+    out = tmp_path_factory.mktemp("ppocr-det") / "model"
+    return compile_model_dir(ppocr_models["ppocr-det"], graphs.ppocr_det_info(), out)
+
+
+@pytest.fixture(scope="session")
+def cls_dir(ppocr_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """PP-OCR direction classifier compiled for batch 1..32."""
+    out = tmp_path_factory.mktemp("ppocr-cls") / "model"
+    return compile_model_dir(ppocr_models["ppocr-cls"], graphs.ppocr_cls_info(), out)
+
+
+@pytest.fixture(scope="session")
+def datatypes_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _compiled(tmp_path_factory, graphs.datatypes_model)
+
+
+@pytest.fixture(scope="session")
+def integers_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _compiled(tmp_path_factory, graphs.integers_model)
+
+
+@pytest.fixture(scope="session")
+def strings_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _compiled(tmp_path_factory, graphs.strings_model)
+
+
+@pytest.fixture(scope="session")
+def two_outputs_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _compiled(tmp_path_factory, graphs.two_outputs_model)
+
+
+@pytest.fixture(scope="session")
+def large_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _compiled(tmp_path_factory, graphs.large_model)

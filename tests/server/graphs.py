@@ -1,0 +1,174 @@
+"""Small ONNX graphs (onnx.helper) that exercise one server behaviour each, with the
+ModelInfo (served signature + optimization profile) the builder stage compiles them for.
+
+Each entry: ``name -> (onnx.ModelProto, ModelInfo)``.
+"""
+
+from __future__ import annotations
+
+import onnx
+from onnx import TensorProto, helper
+
+from mmaas.manifest import ModelInfo, TensorInfo
+
+OPSET = 17
+ONNX_TYPES = {
+    "FP16": TensorProto.FLOAT16,
+    "FP32": TensorProto.FLOAT,
+    "INT64": TensorProto.INT64,
+    "INT32": TensorProto.INT32,
+    "BOOL": TensorProto.BOOL,
+    "UINT8": TensorProto.UINT8,
+    "BYTES": TensorProto.STRING,
+}
+
+
+def _model(
+    nodes: list[onnx.NodeProto], inputs: list[TensorInfo], outputs: list[TensorInfo]
+) -> onnx.ModelProto:
+    def value(tensor: TensorInfo) -> onnx.ValueInfoProto:
+        return helper.make_tensor_value_info(
+            tensor.name, ONNX_TYPES[tensor.datatype], [None if d < 0 else d for d in tensor.shape]
+        )
+
+    graph = helper.make_graph(nodes, "g", [value(t) for t in inputs], [value(t) for t in outputs])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    model.ir_version = 8
+    return model
+
+
+def _info(
+    name: str, inputs: list[TensorInfo], outputs: list[TensorInfo], max_batch_size: int
+) -> ModelInfo:
+    return ModelInfo(
+        name=name,
+        version="1",
+        backend="onnxruntime",
+        precision="fp32",
+        max_batch_size=max_batch_size,
+        inputs=tuple(inputs),
+        outputs=tuple(outputs),
+    )
+
+
+KINDS = {
+    "a": ("FP16", "Add"),
+    "b": ("INT64", "Neg"),
+    "c": ("INT32", "Add"),
+    "d": ("BOOL", "Not"),
+    "e": ("UINT8", "Identity"),
+}
+
+
+def datatypes_model(
+    name: str = "datatypes", names: str = "abcde"
+) -> tuple[onnx.ModelProto, ModelInfo]:
+    """FP16/INT64/INT32/BOOL/UINT8 inputs ``a..e`` [-1, 4] (batch 1..4) -> ``a_out = a + a``,
+    ``b_out = -b``, ``c_out = c + c``, ``d_out = not d``, ``e_out = e``; ``names`` picks
+    the inputs."""
+    kinds = {n: KINDS[n] for n in names}
+    inputs = [
+        TensorInfo(n, dt, (-1, 4), min=(1, 4), opt=(2, 4), max=(4, 4))
+        for n, (dt, _) in kinds.items()
+    ]
+    outputs = [TensorInfo(f"{n}_out", dt, (-1, 4)) for n, (dt, _) in kinds.items()]
+    nodes = [
+        helper.make_node(op, [n, n] if op == "Add" else [n], [f"{n}_out"])
+        for n, (_, op) in kinds.items()
+    ]
+    return _model(nodes, inputs, outputs), _info(name, inputs, outputs, 4)
+
+
+def integers_model() -> tuple[onnx.ModelProto, ModelInfo]:
+    """:func:`datatypes_model` without the FP16 input (all typed contents can be used)."""
+    return datatypes_model("integers", "bcde")
+
+
+def strings_model() -> tuple[onnx.ModelProto, ModelInfo]:
+    """BYTES ``text`` [-1] -> Identity ``same`` (C15); 1..8 elements, no batch axis."""
+    inputs = [TensorInfo("text", "BYTES", (-1,), min=(1,), opt=(2,), max=(8,))]
+    outputs = [TensorInfo("same", "BYTES", (-1,))]
+    nodes = [helper.make_node("Identity", ["text"], ["same"])]
+    return _model(nodes, inputs, outputs), _info("strings", inputs, outputs, 0)
+
+
+def two_outputs_model() -> tuple[onnx.ModelProto, ModelInfo]:
+    """FP32 ``x`` [-1, 4] -> ``boxes = 2 x`` [-1, 4] and ``scores = sum(x, axis 1)``
+    [-1, 1] (C18: requested outputs)."""
+    inputs = [TensorInfo("x", "FP32", (-1, 4), min=(1, 4), opt=(1, 4), max=(8, 4))]
+    outputs = [TensorInfo("boxes", "FP32", (-1, 4)), TensorInfo("scores", "FP32", (-1, 1))]
+    nodes = [
+        helper.make_node("Add", ["x", "x"], ["boxes"]),
+        helper.make_node("ReduceSum", ["x", "axes"], ["scores"], keepdims=1),
+    ]
+    model = _model(nodes, inputs, outputs)
+    model.graph.initializer.append(helper.make_tensor("axes", TensorProto.INT64, [1], [1]))
+    return model, _info("two-outputs", inputs, outputs, 8)
+
+
+def large_model() -> tuple[onnx.ModelProto, ModelInfo]:
+    """FP32 ``x`` [-1, 3, -1, -1] -> ``y = -x``, profile up to 8x3x640x640 (39 MB in and
+    out: C16, messages over 4 MiB)."""
+    inputs = [
+        TensorInfo(
+            "x",
+            "FP32",
+            (-1, 3, -1, -1),
+            min=(1, 3, 32, 32),
+            opt=(1, 3, 32, 32),
+            max=(8, 3, 640, 640),
+        )
+    ]
+    outputs = [TensorInfo("y", "FP32", (-1, 3, -1, -1))]
+    return _model([helper.make_node("Neg", ["x"], ["y"])], inputs, outputs), _info(
+        "large", inputs, outputs, 8
+    )
+
+
+def ppocr_det_info() -> ModelInfo:
+    """PP-OCRv4 detection as served (MODELS.md): ``x`` FP32 up to 4x3x1280x1280."""
+    inputs = [
+        TensorInfo(
+            "x",
+            "FP32",
+            (-1, 3, -1, -1),
+            min=(1, 3, 32, 32),
+            opt=(1, 3, 640, 640),
+            max=(4, 3, 1280, 1280),
+        )
+    ]
+    outputs = [TensorInfo("sigmoid_0.tmp_0", "FP32", (-1, 1, -1, -1))]
+    return ModelInfo(
+        name="ppocr-det",
+        version="1.0.0",
+        backend="onnxruntime",
+        precision="fp32",
+        max_batch_size=4,
+        inputs=tuple(inputs),
+        outputs=tuple(outputs),
+    )
+
+
+def ppocr_cls_info() -> ModelInfo:
+    """PP-OCR direction classifier: ``x`` FP32 [-1, 3, 48, 192], batch 1..32; output name
+    with a ``/``."""
+    inputs = [
+        TensorInfo(
+            "x",
+            "FP32",
+            (-1, 3, 48, 192),
+            min=(1, 3, 48, 192),
+            opt=(8, 3, 48, 192),
+            max=(32, 3, 48, 192),
+        )
+    ]
+    outputs = [TensorInfo("save_infer_model/scale_0.tmp_1", "FP32", (-1, 2))]
+    return ModelInfo(
+        name="ppocr-cls",
+        version="1.0.0",
+        backend="onnxruntime",
+        precision="fp32",
+        max_batch_size=32,
+        inputs=tuple(inputs),
+        outputs=tuple(outputs),
+    )
