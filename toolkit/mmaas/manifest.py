@@ -103,18 +103,19 @@ class Manifest:
     schema_version: int = SCHEMA_VERSION
     manifest_digest: str = ""
 
-    def to_json(self) -> str:
-        """Canonical JSON text with ``manifest_digest`` filled in."""
+    def sealed(self) -> Manifest:
+        """This manifest with ``manifest_digest`` computed over every other field."""
         body = _canonical({**asdict(self), "manifest_digest": ""})
-        sealed = replace(self, manifest_digest=bytes_digest(body.encode()))
-        return json.dumps(asdict(sealed), indent=2, sort_keys=True) + "\n"
+        return replace(self, manifest_digest=bytes_digest(body.encode()))
 
 
-def write_manifest(directory: Path, manifest: Manifest) -> Path:
-    """Write ``directory/manifest.json`` atomically (temp file + rename); return its path."""
-    target = directory / MANIFEST_NAME
-    atomic_write_text(target, manifest.to_json())
-    return target
+def write_manifest(directory: Path, manifest: Manifest) -> Manifest:
+    """Seal ``manifest`` and write it to ``directory/manifest.json`` atomically (temp file +
+    rename); return the sealed manifest."""
+    sealed = manifest.sealed()
+    atomic_write_text(directory / MANIFEST_NAME,
+                      json.dumps(asdict(sealed), indent=2, sort_keys=True) + "\n")
+    return sealed
 
 
 def read_manifest(directory: Path) -> Manifest:

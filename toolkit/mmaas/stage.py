@@ -88,7 +88,7 @@ def build_model_dir(request: CompileRequest, spec_digest: str, out_dir: Path) ->
             build={"mmaas_version": mmaas.__version__, "command": list(result.command),
                    "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                    "duration_ms": round((time.perf_counter() - started) * 1000, 3)})
-        write_manifest(work, manifest)
+        manifest = write_manifest(work, manifest)
         if out_dir.exists():
             shutil.rmtree(out_dir)
         work.rename(out_dir)

@@ -1,0 +1,105 @@
+"""The build plan and the rendered Dockerfile: pure, byte-for-byte comparable."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from mmaas.pipeline import TOOLKIT_DIR, stage_context
+from mmaas.plan import STAGE_MODULES, make_plan
+from mmaas.render import render_dockerfile
+from mmaas.spec_load import load_spec
+
+ROOT = Path(__file__).resolve().parent.parent
+GOLDEN = Path(__file__).parent / "fixtures" / "golden"
+
+
+@pytest.fixture
+def det(ppocr_models: dict[str, Path]):
+    return load_spec(ROOT / "models" / "ppocr-det")
+
+
+def plan_of(loaded, **options):
+    return make_plan(loaded.spec, loaded.source_path, toolkit_dir=TOOLKIT_DIR,
+                     **{"buildkit": True, **options})
+
+
+@pytest.mark.parametrize("buildkit", [True, False], ids=["buildkit", "legacy"])
+def test_rendered_dockerfile_matches_golden_file(det, buildkit: bool) -> None:
+    text = render_dockerfile(plan_of(det, buildkit=buildkit))
+    golden = GOLDEN / f"ppocr-det.{'buildkit' if buildkit else 'legacy'}.Dockerfile"
+    if os.environ.get("MMAAS_UPDATE_GOLDEN"):
+        golden.write_text(text)
+    assert text == golden.read_text(), "run with MMAAS_UPDATE_GOLDEN=1 after a deliberate change"
+
+
+def test_dockerfile_orders_layers_and_runs_as_non_root(det) -> None:
+    text = render_dockerfile(plan_of(det))
+    assert text.startswith("# Rendered by mmaas from templates/Dockerfile.onnxruntime.j2; plan "
+                           "sha256:")
+    order = ["FROM mmaas/base:bookworm AS framework", "requirements-runtime.txt",
+             "FROM framework AS builder", "python -m mmaas.stage build",
+             "FROM framework AS runtime", "COPY --from=builder /opt/mmaas/model",
+             "COPY lib/", "python -m mmaas.stage verify", "LABEL", "USER 10001", "ENTRYPOINT"]
+    positions = [text.index(marker) for marker in order]
+    assert positions == sorted(positions)
+    assert "--mount=type=cache,target=/root/.cache/pip" in text
+    assert "# syntax=" not in text  # a syntax line pulls a front-end image
+    legacy = render_dockerfile(plan_of(det, buildkit=False))
+    assert "--mount" not in legacy and "--no-cache-dir" in legacy
+
+
+def test_ca_bundle_is_copied_and_trusted_by_pip(det, tmp_path: Path) -> None:
+    bundle = tmp_path / "corp.pem"
+    bundle.write_text("-----BEGIN CERTIFICATE-----\n")
+    plan = plan_of(det, ca_bundle=bundle)
+    text = render_dockerfile(plan)
+    assert "COPY ca-bundle.pem /opt/mmaas/ca-bundle.pem" in text
+    assert "PIP_CERT=/opt/mmaas/ca-bundle.pem" in text
+    assert text.index("PIP_CERT") < text.index("pip install")
+    assert any(f.source == bundle and f.target == "ca-bundle.pem" for f in plan.files)
+    assert "ca-bundle" not in render_dockerfile(plan_of(det))
+
+
+def test_labels_env_and_build_request(det) -> None:
+    plan = plan_of(det)
+    assert plan.image == "mmaas/ppocr-det:1.0.0"
+    assert plan.labels["io.mmaas.model.name"] == "ppocr-det"
+    assert plan.labels["org.opencontainers.image.version"] == "1.0.0"
+    assert plan.labels["io.mmaas.spec.digest"] == det.spec.digest()
+    assert plan.values["env"] == {"MMAAS_GRPC_PORT": "8001", "MMAAS_METRICS_PORT": "8002",
+                                  "MMAAS_INSTANCE_COUNT": "1"}
+    request = json.loads(plan.generated["build-request.json"])
+    assert request["source"] == "model/ch_PP-OCRv4_det_infer.onnx"
+    assert request["model"]["inputs"][0] == {
+        "name": "x", "datatype": "FP32", "shape": [-1, 3, -1, -1], "min": [1, 3, 32, 32],
+        "opt": [1, 3, 640, 640], "max": [4, 3, 1280, 1280]}
+    assert request["settings"]["onnxruntime"]["graph_optimization_level"] == "all"
+
+
+def test_plan_digest_follows_the_spec(det) -> None:
+    first, again = plan_of(det), plan_of(det)
+    assert first.digest == again.digest
+    changed = det.spec.model_copy(update={"version": "1.0.1"})
+    other = make_plan(changed, det.source_path, toolkit_dir=TOOLKIT_DIR, buildkit=True)
+    assert other.digest != first.digest
+
+
+def test_staged_context_holds_only_this_models_build_inputs(det, tmp_path: Path) -> None:
+    """C14: a repository with other models and .git around it; the context gets only
+    this model's ONNX file, the generated request and the mmaas code."""
+    context = tmp_path / "context"
+    context.mkdir()
+    stage_context(plan_of(det), context)
+    top = sorted(p.name for p in context.iterdir())
+    assert top == ["Dockerfile", "build-request.json", "lib", "model",
+                   "requirements-runtime.txt", "stage-lib"]
+    assert [p.name for p in (context / "model").iterdir()] == ["ch_PP-OCRv4_det_infer.onnx"]
+    stage_lib = sorted(str(p.relative_to(context / "stage-lib" / "mmaas"))
+                       for p in (context / "stage-lib").rglob("*.py"))
+    assert stage_lib == sorted([*STAGE_MODULES, "backends/onnxruntime.py"])
+    assert not list(context.rglob("__pycache__"))
+    assert (context / "lib" / "mmaas" / "server").is_dir()
