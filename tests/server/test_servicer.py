@@ -19,7 +19,6 @@ from tritonclient.utils import InferenceServerException
 
 from .conftest import RunningServer
 
-
 ORT_BYTES_BUG = pytest.mark.xfail(
     strict=True,
     reason="backends/onnxruntime.py hands numpy object arrays of bytes to ONNX Runtime, "

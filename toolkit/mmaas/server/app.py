@@ -17,6 +17,7 @@ import asyncio
 import logging
 import os
 import signal
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -157,6 +158,7 @@ def _grpc_server(settings: Settings, model: ServedModel, health: HealthServicer)
         server,
     )
     address = _address(settings.host, settings.grpc_port)
+    _check_free(settings.host, settings.grpc_port)
     try:
         if settings.tls is None:
             bound = server.add_insecure_port(address)
@@ -172,6 +174,20 @@ def _grpc_server(settings: Settings, model: ServedModel, health: HealthServicer)
             "is another server using the port?"
         )
     return server
+
+
+def _check_free(host: str, port: int) -> None:
+    """Fail with a clear line before gRPC tries (and logs its own error) on a busy port."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host.strip("[]"), port))
+        except OSError as exc:
+            raise MmaasError(
+                f"cannot listen on {_address(host, port)} (MMAAS_GRPC_PORT): "
+                f"{exc.strerror}; is another server using the port?"
+            ) from None
 
 
 def _credentials(settings: Settings) -> grpc.ServerCredentials:
