@@ -37,21 +37,32 @@ def value_info(name: str, elem_type: int, dims: Sequence[Dim] | None) -> onnx.Va
     return info
 
 
-def make_onnx(path: Path, inputs: Sequence[Tensor], outputs: Sequence[Tensor] | None = None,
-              weights_as_inputs: Sequence[str] = ()) -> Path:
+def make_onnx(
+    path: Path,
+    inputs: Sequence[Tensor],
+    outputs: Sequence[Tensor] | None = None,
+    weights_as_inputs: Sequence[str] = (),
+) -> Path:
     """Write a model with ``inputs`` and ``outputs`` (default: ``<input>_out`` copies of
     every input) to ``path``. ``weights_as_inputs`` names initializers that are also
     listed as graph inputs, as old exporters did."""
     if outputs is None:
         outputs = [(f"{name}_out", kind, dims) for name, kind, dims in inputs]
-    nodes = [helper.make_node("Identity", [inputs[index % len(inputs)][0]], [out[0]])
-             for index, out in enumerate(outputs)]
-    weights = [numpy_helper.from_array(np.zeros((2,), np.float32), name)
-               for name in weights_as_inputs]
+    nodes = [
+        helper.make_node("Identity", [inputs[index % len(inputs)][0]], [out[0]])
+        for index, out in enumerate(outputs)
+    ]
+    weights = [
+        numpy_helper.from_array(np.zeros((2,), np.float32), name) for name in weights_as_inputs
+    ]
     graph = helper.make_graph(
-        nodes, "test", [value_info(*tensor) for tensor in inputs]
+        nodes,
+        "test",
+        [value_info(*tensor) for tensor in inputs]
         + [value_info(name, FLOAT, [2]) for name in weights_as_inputs],
-        [value_info(*tensor) for tensor in outputs], initializer=weights)
+        [value_info(*tensor) for tensor in outputs],
+        initializer=weights,
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     path.parent.mkdir(parents=True, exist_ok=True)

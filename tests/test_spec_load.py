@@ -44,22 +44,27 @@ GRAPHS: dict[str, Callable[[Path], None]] = {
     "c2_bad_values": SPEECH,
     "c2_mixed_syntax": SPEECH,
     "c3_fixed_batch": _graph([("x", FLOAT, [1, 3, 224, 224])]),
-    "c1_trtexec_names": _graph([("it's", FLOAT, [1, 2]), ("a,b", FLOAT, [1, 2]),
-                                ("onnx::Conv_1", FLOAT, [1, 2])]),
+    "c1_trtexec_names": _graph(
+        [("it's", FLOAT, [1, 2]), ("a,b", FLOAT, [1, 2]), ("onnx::Conv_1", FLOAT, [1, 2])]
+    ),
     "c1_unquotable_onnxruntime": _graph([("it's", FLOAT, [1, 2]), ("a,b", FLOAT, [1, 2])]),
-    "c1_colon_names": _graph([("onnx::Conv_1", FLOAT, [1, 3, 224, 224]),
-                              ("input:0", INT64, [1, 10])],
-                             [("logits/Softmax:0", FLOAT, [1, 1000])]),
-    "scalar_batch": _graph([("x", FLOAT, ["N", 3]), ("scale", FLOAT, [])],
-                           [("y", FLOAT, ["N", 3])]),
+    "c1_colon_names": _graph(
+        [("onnx::Conv_1", FLOAT, [1, 3, 224, 224]), ("input:0", INT64, [1, 10])],
+        [("logits/Softmax:0", FLOAT, [1, 1000])],
+    ),
+    "scalar_batch": _graph(
+        [("x", FLOAT, ["N", 3]), ("scale", FLOAT, [])], [("y", FLOAT, ["N", 3])]
+    ),
     "output_fixed_batch": _graph([("x", FLOAT, ["N", 3])], [("y", FLOAT, [1, 10])]),
     "shapeless_input": _graph([("x", FLOAT, None)], [("y", FLOAT, [2])]),
-    "c4_odd_dims": _graph([("image", FLOAT, ["batch _size", 3, None, 0]),
-                           ("mask", INT64, ["bs", -1])],
-                          [("boxes", FLOAT, ["B", "num boxes", 4])]),
+    "c4_odd_dims": _graph(
+        [("image", FLOAT, ["batch _size", 3, None, 0]), ("mask", INT64, ["bs", -1])],
+        [("boxes", FLOAT, ["B", "num boxes", 4])],
+    ),
     "static_completed": _graph([("x", FLOAT, [1, 3, 8, 8])], [("y", FLOAT, [1, 10])]),
-    "outputs_subset": _graph([("x", FLOAT, [1, 3])],
-                             [("boxes", FLOAT, [1, 4]), ("scores", FLOAT, [1])]),
+    "outputs_subset": _graph(
+        [("x", FLOAT, [1, 3])], [("boxes", FLOAT, [1, 4]), ("scores", FLOAT, [1])]
+    ),
 }
 ERROR_CASES = sorted(path.parent.name for path in FIXTURES.glob("*/expected.txt"))
 
@@ -84,8 +89,10 @@ def problems_of(case: str, tmp_path: Path) -> list[str]:
     digest = file_digests(onnx_file)["sha256"].split(":")[1] if onnx_file.is_file() else "-"
     with pytest.raises(SpecError) as caught:
         load_spec(folder / "model.yaml")
-    return [str(problem).replace(f"{folder}/", "").replace(digest, "<sha256 of model.onnx>")
-            for problem in caught.value.problems]
+    return [
+        str(problem).replace(f"{folder}/", "").replace(digest, "<sha256 of model.onnx>")
+        for problem in caught.value.problems
+    ]
 
 
 @pytest.mark.parametrize("case", ERROR_CASES)
@@ -104,7 +111,8 @@ def test_c1_colon_names_kept_exactly(tmp_path: Path) -> None:
     spec = load_case("c1_colon_names", tmp_path).spec
     assert [(t.name, t.datatype, t.shape, t.min, t.max) for t in spec.inputs] == [
         ("onnx::Conv_1", "FP32", [1, 3, 224, 224], (1, 3, 224, 224), (1, 3, 224, 224)),
-        ("input:0", "INT64", [1, 10], (1, 10), (1, 10))]
+        ("input:0", "INT64", [1, 10], (1, 10), (1, 10)),
+    ]
     assert [t.name for t in spec.outputs] == ["logits/Softmax:0"]
 
 
@@ -116,8 +124,12 @@ def test_c1_quote_and_comma_are_fine_for_onnxruntime(tmp_path: Path) -> None:
 def test_c2_mixed_shape_syntax_is_normalised(tmp_path: Path) -> None:
     spec = load_case("c2_mixed_syntax", tmp_path).spec
     x, length = spec.inputs
-    assert (x.shape, x.min, x.opt, x.max) == ([1, 80, -1], (1, 80, 1), (1, 80, 1000),
-                                              (1, 80, 10000))
+    assert (x.shape, x.min, x.opt, x.max) == (
+        [1, 80, -1],
+        (1, 80, 1),
+        (1, 80, 1000),
+        (1, 80, 10000),
+    )
     assert (length.datatype, length.min, length.opt, length.max) == ("INT64", (1,), (1,), (1,))
 
 
@@ -138,10 +150,14 @@ def test_c5_quoted_names_and_yaml_1_2_words(tmp_path: Path) -> None:
 def test_static_inputs_and_outputs_are_completed(tmp_path: Path) -> None:
     loaded = load_case("static_completed", tmp_path)
     [x] = loaded.spec.inputs
-    assert (x.datatype, x.shape, x.min, x.opt, x.max) == ("FP32", [1, 3, 8, 8], (1, 3, 8, 8),
-                                                          (1, 3, 8, 8), (1, 3, 8, 8))
-    assert [(t.name, t.datatype, t.shape) for t in loaded.spec.outputs] == [
-        ("y", "FP32", [1, 10])]
+    assert (x.datatype, x.shape, x.min, x.opt, x.max) == (
+        "FP32",
+        [1, 3, 8, 8],
+        (1, 3, 8, 8),
+        (1, 3, 8, 8),
+        (1, 3, 8, 8),
+    )
+    assert [(t.name, t.datatype, t.shape) for t in loaded.spec.outputs] == [("y", "FP32", [1, 10])]
     assert loaded.source_path == loaded.model_dir / "model.onnx"
     assert loaded.positions[("source",)] == (3, 1)
 
@@ -162,8 +178,7 @@ def test_listed_outputs_are_the_served_subset(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("name", ["ppocr-det", "ppocr-rec", "ppocr-cls"])
-def test_example_models_load_and_match_their_pins(ppocr_models: dict[str, Path],
-                                                  name: str) -> None:
+def test_example_models_load_and_match_their_pins(ppocr_models: dict[str, Path], name: str) -> None:
     loaded = load_spec(ppocr_models[name].parent)  # a folder stands for its model.yaml
     assert loaded.path == ppocr_models[name].parent / "model.yaml"
     assert loaded.source_path == ppocr_models[name]
@@ -185,6 +200,5 @@ def test_non_utf8_spec(tmp_path: Path) -> None:
 
 def test_parse_spec_checks_text_for_a_future_path(tmp_path: Path) -> None:
     make_onnx(tmp_path / "m.onnx", [("x", FLOAT, [1, 2])])
-    loaded = parse_spec('name: m\nversion: "1"\nsource: {path: m.onnx}\n',
-                        tmp_path / "model.yaml")
+    loaded = parse_spec('name: m\nversion: "1"\nsource: {path: m.onnx}\n', tmp_path / "model.yaml")
     assert loaded.spec.inputs[0].min == (1, 2) and not (tmp_path / "model.yaml").exists()

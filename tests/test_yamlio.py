@@ -10,16 +10,45 @@ from mmaas.errors import SpecError
 from mmaas.yamlio import format_key_path, load_yaml
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("no", "no"), ("yes", "yes"), ("on", "on"), ("off", "off"), ("y", "y"), ("n", "n"),
-    ("No", "No"), ("2024-01-01", "2024-01-01"), ("1_000", "1_000"), ("0b11", "0b11"),
-    ("true", True), ("False", False), ("TRUE", True),
-    ("null", None), ("~", None), ("", None), ("NULL", None),
-    ("12", 12), ("-3", -3), ("+7", 7), ("012", 12), ("0o17", 15), ("0x1F", 31),
-    ("1.10", 1.1), ("1e3", 1000.0), (".5", 0.5), ("-.inf", -math.inf),
-    ('"no"', "no"), ("'true'", "true"), ('"12"', "12"), ("''", ""), ('"null"', "null"),
-    ("!!str 12", "12"), ("!!str no", "no"),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("no", "no"),
+        ("yes", "yes"),
+        ("on", "on"),
+        ("off", "off"),
+        ("y", "y"),
+        ("n", "n"),
+        ("No", "No"),
+        ("2024-01-01", "2024-01-01"),
+        ("1_000", "1_000"),
+        ("0b11", "0b11"),
+        ("true", True),
+        ("False", False),
+        ("TRUE", True),
+        ("null", None),
+        ("~", None),
+        ("", None),
+        ("NULL", None),
+        ("12", 12),
+        ("-3", -3),
+        ("+7", 7),
+        ("012", 12),
+        ("0o17", 15),
+        ("0x1F", 31),
+        ("1.10", 1.1),
+        ("1e3", 1000.0),
+        (".5", 0.5),
+        ("-.inf", -math.inf),
+        ('"no"', "no"),
+        ("'true'", "true"),
+        ('"12"', "12"),
+        ("''", ""),
+        ('"null"', "null"),
+        ("!!str 12", "12"),
+        ("!!str no", "no"),
+    ],
+)
 def test_scalars_resolve_by_yaml_1_2_core(text: str, expected: object) -> None:
     value = load_yaml(f"key: {text}\n", "m.yaml").data["key"]
     assert value == expected and type(value) is type(expected)
@@ -51,7 +80,8 @@ def test_duplicate_key_cites_both_lines_c6() -> None:
         load_yaml(text, "models/m/model.yaml")
     assert [str(p) for p in caught.value.problems] == [
         "models/m/model.yaml:4:1: target_precision: duplicate key 'target_precision': "
-        "first at line 2, again at line 4; keep only one"]
+        "first at line 2, again at line 4; keep only one"
+    ]
 
 
 def test_every_duplicate_is_reported_nested_too() -> None:
@@ -61,26 +91,34 @@ def test_every_duplicate_is_reported_nested_too() -> None:
     assert [(p.key_path, p.line) for p in caught.value.problems] == [("b.c", 4), ("a", 5)]
 
 
-@pytest.mark.parametrize(("text", "line", "column"), [
-    ("name: m\nversion: '1'\t# the version\n", 2, 13),  # tab before a trailing comment
-    ("name: m\nsource:\n\tpath: m.onnx\n", 3, 1),  # tab indentation
-])
+@pytest.mark.parametrize(
+    ("text", "line", "column"),
+    [
+        ("name: m\nversion: '1'\t# the version\n", 2, 13),  # tab before a trailing comment
+        ("name: m\nsource:\n\tpath: m.onnx\n", 3, 1),  # tab indentation
+    ],
+)
 def test_tab_is_one_friendly_line_c7(text: str, line: int, column: int) -> None:
     with pytest.raises(SpecError) as caught:
         load_yaml(text, "models/m/model.yaml")
     [problem] = caught.value.problems
     assert (problem.line, problem.column) == (line, column)
-    assert str(problem) == (f"models/m/model.yaml:{line}:{column}: invalid YAML: a tab "
-                            "character; YAML allows only spaces for indentation and (in this "
-                            "reader) before comments: replace the tab with spaces")
+    assert str(problem) == (
+        f"models/m/model.yaml:{line}:{column}: invalid YAML: a tab "
+        "character; YAML allows only spaces for indentation and (in this "
+        "reader) before comments: replace the tab with spaces"
+    )
     assert "Traceback" not in str(caught.value) and "\n" not in str(problem)
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ('name: "m\n', "while scanning a quoted scalar: found unexpected end of stream"),
-    ("a: [1, 2\n", "while parsing a flow sequence: expected ',' or ']'"),
-    ("a: 1\n---\nb: 2\n", "expected a single document in the stream"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('name: "m\n', "while scanning a quoted scalar: found unexpected end of stream"),
+        ("a: [1, 2\n", "while parsing a flow sequence: expected ',' or ']'"),
+        ("a: 1\n---\nb: 2\n", "expected a single document in the stream"),
+    ],
+)
 def test_other_syntax_errors_are_located(text: str, message: str) -> None:
     with pytest.raises(SpecError) as caught:
         load_yaml(text, "f.yaml")
@@ -89,13 +127,16 @@ def test_other_syntax_errors_are_located(text: str, message: str) -> None:
     assert message in problem.message
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("a: !!binary aGk=\n", "unsupported tag tag:yaml.org,2002:binary"),
-    ("a: !!int zz\n", "'zz' is not a valid !!int"),
-    ("a: &x [*x]\n", "an alias refers to its own anchor"),
-    ("? [a]\n: 1\n", "a key must be plain text"),
-    ("a: !!set {x}\n", "unsupported tag tag:yaml.org,2002:set"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("a: !!binary aGk=\n", "unsupported tag tag:yaml.org,2002:binary"),
+        ("a: !!int zz\n", "'zz' is not a valid !!int"),
+        ("a: &x [*x]\n", "an alias refers to its own anchor"),
+        ("? [a]\n: 1\n", "a key must be plain text"),
+        ("a: !!set {x}\n", "unsupported tag tag:yaml.org,2002:set"),
+    ],
+)
 def test_unsupported_constructs_are_problems(text: str, message: str) -> None:
     with pytest.raises(SpecError) as caught:
         load_yaml(text, "f.yaml")
@@ -111,12 +152,17 @@ def test_empty_text_is_no_document() -> None:
     assert load_yaml("# only a comment\n", "f.yaml").data is None
 
 
-@pytest.mark.parametrize(("path", "text"), [
-    (("inputs", 0, "max", 2), "inputs[0].max[2]"),
-    (("build", "tensorrt", "version"), "build.tensorrt.version"),
-    (("image", "labels", "org.opencontainers.image.title"),
-     'image.labels["org.opencontainers.image.title"]'),
-    ((), ""),
-])
+@pytest.mark.parametrize(
+    ("path", "text"),
+    [
+        (("inputs", 0, "max", 2), "inputs[0].max[2]"),
+        (("build", "tensorrt", "version"), "build.tensorrt.version"),
+        (
+            ("image", "labels", "org.opencontainers.image.title"),
+            'image.labels["org.opencontainers.image.title"]',
+        ),
+        ((), ""),
+    ],
+)
 def test_format_key_path(path: tuple[str | int, ...], text: str) -> None:
     assert format_key_path(path) == text

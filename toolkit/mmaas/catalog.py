@@ -28,8 +28,10 @@ def resolve_model(arg: str) -> Path:
     if path.is_dir():
         if (path / SPEC_FILE).is_file():
             return path / SPEC_FILE
-        raise UsageError(f"{arg}: no {SPEC_FILE} in this folder; create one with "
-                         f"`mmaas init {arg} --onnx MODEL.onnx`")
+        raise UsageError(
+            f"{arg}: no {SPEC_FILE} in this folder; create one with "
+            f"`mmaas init {arg} --onnx MODEL.onnx`"
+        )
     if path.is_file() and path.suffix in (".yaml", ".yml"):
         return path
     if path.is_file():

@@ -97,28 +97,35 @@ def read_signature(path: Path) -> GraphSignature:
     except OSError as exc:
         raise SourceError(f"{path}: cannot read the ONNX model ({exc.strerror or exc})") from exc
     except (DecodeError, ValueError) as exc:
-        raise SourceError(f"{path}: not a valid ONNX model (it does not parse as an ONNX "
-                          "protobuf); re-export or re-download it") from exc
+        raise SourceError(
+            f"{path}: not a valid ONNX model (it does not parse as an ONNX "
+            "protobuf); re-export or re-download it"
+        ) from exc
     if not model.ir_version or not model.HasField("graph"):
         raise SourceError(f"{path}: not an ONNX model (no graph); re-export or re-download it")
     weights = {init.name for init in model.graph.initializer}
-    inputs = tuple(_tensor(path, "input", value) for value in model.graph.input
-                   if value.name not in weights)
+    inputs = tuple(
+        _tensor(path, "input", value) for value in model.graph.input if value.name not in weights
+    )
     outputs = tuple(_tensor(path, "output", value) for value in model.graph.output)
     return GraphSignature(path, inputs, outputs)
 
 
 def _tensor(path: Path, role: str, value: onnx.ValueInfoProto) -> GraphTensor:
     if value.type.WhichOneof("value") != "tensor_type":
-        raise SourceError(f"{path}: {role} {value.name!r} is a "
-                          f"{value.type.WhichOneof('value') or 'untyped value'}, not a tensor; "
-                          "mmaas serves tensors only")
+        raise SourceError(
+            f"{path}: {role} {value.name!r} is a "
+            f"{value.type.WhichOneof('value') or 'untyped value'}, not a tensor; "
+            "mmaas serves tensors only"
+        )
     tensor_type = value.type.tensor_type
     datatype = ONNX_TO_KSERVE.get(tensor_type.elem_type)
     if datatype is None:
         onnx_name = onnx.TensorProto.DataType.Name(tensor_type.elem_type)
-        raise SourceError(f"{path}: {role} {value.name!r} has ONNX type {onnx_name}, which "
-                          f"KServe v2 cannot carry; supported: {_supported()}")
+        raise SourceError(
+            f"{path}: {role} {value.name!r} has ONNX type {onnx_name}, which "
+            f"KServe v2 cannot carry; supported: {_supported()}"
+        )
     if not tensor_type.HasField("shape"):
         return GraphTensor(value.name, datatype, None)
     dims = tensor_type.shape.dim

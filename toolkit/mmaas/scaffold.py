@@ -48,8 +48,14 @@ _FOOTER = """\
 """
 
 
-def scaffold_spec(onnx_path: Path, name: str, *, source: str | None = None,
-                  max_batch_size: int | None = None, version: str = "1.0.0") -> str:
+def scaffold_spec(
+    onnx_path: Path,
+    name: str,
+    *,
+    source: str | None = None,
+    max_batch_size: int | None = None,
+    version: str = "1.0.0",
+) -> str:
     """The text of a model.yaml for the ONNX model at ``onnx_path``.
 
     Args:
@@ -67,10 +73,14 @@ def scaffold_spec(onnx_path: Path, name: str, *, source: str | None = None,
     graph = read_signature(onnx_path)
     batch = default_max_batch_size(graph) if max_batch_size is None else max_batch_size
     sha256 = file_digests(onnx_path)["sha256"].split(":", 1)[1]
-    header = _HEADER.format(onnx=onnx_path.name, name=yaml_scalar(name),
-                            version=json.dumps(version),
-                            source=yaml_scalar(source or onnx_path.name),
-                            sha256=yaml_scalar(sha256), max_batch_size=batch)
+    header = _HEADER.format(
+        onnx=onnx_path.name,
+        name=yaml_scalar(name),
+        version=json.dumps(version),
+        source=yaml_scalar(source or onnx_path.name),
+        sha256=yaml_scalar(sha256),
+        max_batch_size=batch,
+    )
     lines = [header]
     lines.append("inputs:\n" if graph.inputs else "inputs: []\n")
     lines.extend(_input(tensor, batch) for tensor in graph.inputs)
@@ -101,35 +111,52 @@ def yaml_scalar(text: str) -> str:
 
 
 def _tensor(tensor: GraphTensor) -> str:
-    shape = "null  # the ONNX model declares none: write it, -1 for dynamic axes" \
-        if tensor.shape is None else _dims(tensor.shape)
-    return (f"  - name: {yaml_scalar(tensor.name)}\n    datatype: {tensor.datatype}\n"
-            f"    shape: {shape}\n")
+    shape = (
+        "null  # the ONNX model declares none: write it, -1 for dynamic axes"
+        if tensor.shape is None
+        else _dims(tensor.shape)
+    )
+    return (
+        f"  - name: {yaml_scalar(tensor.name)}\n    datatype: {tensor.datatype}\n"
+        f"    shape: {shape}\n"
+    )
 
 
 def _input(tensor: GraphTensor, max_batch_size: int) -> str:
     if tensor.shape is None or not tensor.dynamic_axes:
         return _tensor(tensor)
-    declared = ", ".join(name or str(dim)
-                         for name, dim in zip(tensor.dim_names, tensor.shape, strict=True))
+    declared = ", ".join(
+        name or str(dim) for name, dim in zip(tensor.dim_names, tensor.shape, strict=True)
+    )
     low, opt, high = suggest_profile(tensor.shape, max_batch_size)
     guessed = [axis for axis in tensor.dynamic_axes if axis != 0 or max_batch_size == 0]
-    notes = [f"  # declared [{declared}]\n",
-             "  # optimization profile: min <= opt <= max per axis\n"]
+    notes = [
+        f"  # declared [{declared}]\n",
+        "  # optimization profile: min <= opt <= max per axis\n",
+    ]
     if 0 in tensor.dynamic_axes and max_batch_size > 0:
         notes.append("  # axis 0 is the batch: 1 .. max_batch_size\n")
     if guessed:
         notes.append(f"  # axes {guessed}: guessed sizes, adjust them to the inputs you serve\n")
-    return ("".join(notes) + _tensor(tensor)
-            + f"    min: {_dims(low)}\n    opt: {_dims(opt)}\n    max: {_dims(high)}\n")
+    return (
+        "".join(notes)
+        + _tensor(tensor)
+        + f"    min: {_dims(low)}\n    opt: {_dims(opt)}\n    max: {_dims(high)}\n"
+    )
 
 
 def _dims(dims: tuple[int, ...]) -> str:
     return "[" + ", ".join(map(str, dims)) + "]"
 
 
-def init_model_folder(folder: Path, onnx_path: Path, *, name: str | None = None,
-                      max_batch_size: int | None = None, force: bool = False) -> LoadedSpec:
+def init_model_folder(
+    folder: Path,
+    onnx_path: Path,
+    *,
+    name: str | None = None,
+    max_batch_size: int | None = None,
+    force: bool = False,
+) -> LoadedSpec:
     """Write ``folder/model.yaml`` for ``onnx_path`` (``mmaas init``), after checking it
     loads; the ONNX file is referenced by a path relative to ``folder``, never copied.
 
@@ -145,10 +172,19 @@ def init_model_folder(folder: Path, onnx_path: Path, *, name: str | None = None,
         raise UsageError(f"{target} exists; pass --force to overwrite it")
     name = name or folder.resolve().name
     if not re.match(NAME_PATTERN, name):
-        raise UsageError(f"{name!r} is not a valid model name (lowercase letters, digits, "
-                         "'.', '_', '-'); pass --name")
+        raise UsageError(
+            f"{name!r} is not a valid model name (lowercase letters, digits, "
+            "'.', '_', '-'); pass --name"
+        )
     source = Path(os.path.relpath(onnx_path.resolve(), folder.resolve())).as_posix()
     text = scaffold_spec(onnx_path, name, source=source, max_batch_size=max_batch_size)
-    loaded = parse_spec(text, target)
+    created = not folder.exists()
+    folder.mkdir(parents=True, exist_ok=True)  # source.path is resolved from the folder
+    try:
+        loaded = parse_spec(text, target)
+    except SpecError:
+        if created:
+            folder.rmdir()
+        raise
     atomic_write_text(target, text)
     return loaded

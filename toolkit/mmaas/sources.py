@@ -40,8 +40,11 @@ def cache_dir() -> Path:
 
 def pins_of(source: SourceSpec) -> list[str]:
     """The source's pins as ``algo:<hex>`` strings (sha256 first), possibly empty."""
-    return [f"{algo}:{value}" for algo, value in
-            (("sha256", source.sha256), ("blake3", source.blake3)) if value]
+    return [
+        f"{algo}:{value}"
+        for algo, value in (("sha256", source.sha256), ("blake3", source.blake3))
+        if value
+    ]
 
 
 def resolve_source(source: SourceSpec, model_dir: Path) -> Path:
@@ -52,13 +55,17 @@ def resolve_source(source: SourceSpec, model_dir: Path) -> Path:
             pin; a missing file; a download failure; a file whose digest differs from a pin.
     """
     if (source.path is None) == (source.url is None):
-        raise SourceError("give exactly one of source.path (a local ONNX file) or source.url "
-                          "(an https address pinned by sha256 or blake3)")
+        raise SourceError(
+            "give exactly one of source.path (a local ONNX file) or source.url "
+            "(an https address pinned by sha256 or blake3)"
+        )
     if source.path is not None:
         path = model_dir / source.path
         if not path.is_file():
-            raise SourceError(f"{path}: no such file; fix source.path (it is relative to "
-                              "the model folder) or fetch the model first")
+            raise SourceError(
+                f"{path}: no such file; fix source.path (it is relative to "
+                "the model folder) or fetch the model first"
+            )
         check_pins(path, pins_of(source))
         return path
     return fetch_url(source.url or "", pins_of(source))
@@ -76,9 +83,11 @@ def check_pins(path: Path, pins: list[str]) -> None:
     for pin in pins:
         algo = pin.split(":", 1)[0]
         if actual[algo] != pin:
-            raise SourceError(f"{path}: {algo} is {actual[algo].split(':', 1)[1]}, but the spec "
-                              f"pins {pin.split(':', 1)[1]}; the file changed: fetch the right "
-                              f"one, or update source.{algo} if the change is intended")
+            raise SourceError(
+                f"{path}: {algo} is {actual[algo].split(':', 1)[1]}, but the spec "
+                f"pins {pin.split(':', 1)[1]}; the file changed: fetch the right "
+                f"one, or update source.{algo} if the change is intended"
+            )
 
 
 def fetch_url(url: str, pins: list[str]) -> Path:
@@ -89,11 +98,12 @@ def fetch_url(url: str, pins: list[str]) -> Path:
             (nothing is kept then).
     """
     if urlsplit(url).scheme != "https":
-        raise SourceError(f"{url}: only https URLs are accepted; for a local file use "
-                          "source.path")
+        raise SourceError(f"{url}: only https URLs are accepted; for a local file use source.path")
     if not pins:
-        raise SourceError(f"{url}: a URL source needs a pin: add source.sha256 (or "
-                          "source.blake3) with the file's hex digest")
+        raise SourceError(
+            f"{url}: a URL source needs a pin: add source.sha256 (or "
+            "source.blake3) with the file's hex digest"
+        )
     directory = cache_dir()
     directory.mkdir(parents=True, exist_ok=True)
     suffix = PurePosixPath(urlsplit(url).path).suffix
@@ -109,8 +119,10 @@ def _download(url: str, target: Path, pins: list[str]) -> None:
     fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     tmp = Path(tmp_name)
     try:
-        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(
-                url, timeout=DOWNLOAD_TIMEOUT_S) as response:
+        with (
+            os.fdopen(fd, "wb") as out,
+            urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT_S) as response,
+        ):
             shutil.copyfileobj(response, out, CHUNK_BYTES)
         try:
             check_pins(tmp, pins)
@@ -118,9 +130,16 @@ def _download(url: str, target: Path, pins: list[str]) -> None:
             raise SourceError(f"{url}: downloaded file fails its pin: {exc.message}") from None
         os.replace(tmp, target)
     except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", None) or exc
-        raise SourceError(f"{url}: download failed ({reason}); check the address and the "
-                          "network (behind a TLS-intercepting proxy, set SSL_CERT_FILE to "
-                          "its CA bundle)") from exc
+        raise SourceError(
+            f"{url}: download failed ({_reason(exc)}); check the address and the "
+            "network (behind a TLS-intercepting proxy, set SSL_CERT_FILE to "
+            "its CA bundle)"
+        ) from exc
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _reason(exc: OSError) -> str:
+    if isinstance(exc, urllib.error.HTTPError):
+        return f"HTTP {exc.code} {exc.reason}"
+    return str(getattr(exc, "reason", None) or exc)

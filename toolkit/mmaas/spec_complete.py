@@ -60,8 +60,9 @@ def suggest_profile(shape: Sequence[int], max_batch_size: int) -> Profile:
     return tuple(low), tuple(opt), tuple(high)
 
 
-def complete_spec(spec: ModelSpec, graph: GraphSignature,
-                  doc: YamlDocument) -> tuple[ModelSpec, list[SpecProblem]]:
+def complete_spec(
+    spec: ModelSpec, graph: GraphSignature, doc: YamlDocument
+) -> tuple[ModelSpec, list[SpecProblem]]:
     """Check ``spec`` against ``graph``; return the completed spec and every problem found
     (located through ``doc``). The completed spec lists every graph input in graph order,
     and the outputs the spec lists (all graph outputs when it lists none)."""
@@ -87,19 +88,25 @@ class _Completer:
         supported = SUPPORTED_PRECISIONS[backend]
         if precision not in supported:
             others = [name for name, able in SUPPORTED_PRECISIONS.items() if precision in able]
-            self.report(("target_precision",), f"backend {backend} does not build {precision} "
-                        f"engines; it supports: {', '.join(supported)} ({precision} needs "
-                        f"backend: {' or '.join(others)})")
+            self.report(
+                ("target_precision",),
+                f"backend {backend} does not build {precision} "
+                f"engines; it supports: {', '.join(supported)} ({precision} needs "
+                f"backend: {' or '.join(others)})",
+            )
 
-    def tensors(self, role: str, entries: Sequence[TensorSpec],
-                declared: Sequence[GraphTensor]) -> list[TensorSpec]:
+    def tensors(
+        self, role: str, entries: Sequence[TensorSpec], declared: Sequence[GraphTensor]
+    ) -> list[TensorSpec]:
         key = role + "s"
         listed = self._index(role, entries)
         real = ", ".join(repr(tensor.name) for tensor in declared) or "none"
         for name, index in listed.items():
             if not any(tensor.name == name for tensor in declared):
-                self.report((key, index, "name"),
-                            f"the ONNX model has no {role} {name!r}; its {key} are: {real}")
+                self.report(
+                    (key, index, "name"),
+                    f"the ONNX model has no {role} {name!r}; its {key} are: {real}",
+                )
         completed = []
         for tensor in declared:
             index = listed.get(tensor.name)
@@ -118,20 +125,26 @@ class _Completer:
             if entry.name in seen:
                 first = self.doc.position((role + "s", seen[entry.name]))
                 again = self.doc.position((role + "s", index))
-                self.report((role + "s", index, "name"),
-                            f"{role} {entry.name!r} is listed twice (line {first and first[0]} "
-                            f"and line {again and again[0]}); keep one entry")
+                self.report(
+                    (role + "s", index, "name"),
+                    f"{role} {entry.name!r} is listed twice (line {first and first[0]} "
+                    f"and line {again and again[0]}); keep one entry",
+                )
                 continue
             seen[entry.name] = index
         return seen
 
-    def _tensor(self, role: str, tensor: GraphTensor, entry: TensorSpec | None,
-                path: KeyPath) -> TensorSpec | None:
+    def _tensor(
+        self, role: str, tensor: GraphTensor, entry: TensorSpec | None, path: KeyPath
+    ) -> TensorSpec | None:
         what = f"{role} {tensor.name!r}"
         if entry is not None and entry.datatype not in (None, tensor.datatype):
-            self.report((*path, "datatype"), f"{what}: datatype {entry.datatype} contradicts "
-                        f"the ONNX model, which declares {tensor.datatype}; write "
-                        f"{tensor.datatype} or remove the key (it is read from the model)")
+            self.report(
+                (*path, "datatype"),
+                f"{what}: datatype {entry.datatype} contradicts "
+                f"the ONNX model, which declares {tensor.datatype}; write "
+                f"{tensor.datatype} or remove the key (it is read from the model)",
+            )
         shape = self._shape(what, tensor, entry, path)
         if shape is None:
             return None
@@ -139,32 +152,48 @@ class _Completer:
         if role == "output":
             return OutputSpec(name=tensor.name, datatype=tensor.datatype, shape=list(shape))
         if self.spec.backend == "tensorrt" and any(c in tensor.name for c in TRTEXEC_UNQUOTABLE):
-            self.report((*path, "name") if entry else path,
-                        f"{what}: trtexec cannot express a name containing ' or , in its shape "
-                        "flags; rename the input when exporting the ONNX model")
+            self.report(
+                (*path, "name") if entry else path,
+                f"{what}: trtexec cannot express a name containing ' or , in its shape "
+                "flags; rename the input when exporting the ONNX model",
+            )
         profile = self._profile(what, shape, entry, path)
         if profile is None:
             return None
         low, opt, high = profile
-        return InputSpec(name=tensor.name, datatype=tensor.datatype, shape=list(shape),
-                         min=low, opt=opt, max=high)
+        return InputSpec(
+            name=tensor.name,
+            datatype=tensor.datatype,
+            shape=list(shape),
+            min=low,
+            opt=opt,
+            max=high,
+        )
 
-    def _shape(self, what: str, tensor: GraphTensor, entry: TensorSpec | None,
-               path: KeyPath) -> tuple[int, ...] | None:
+    def _shape(
+        self, what: str, tensor: GraphTensor, entry: TensorSpec | None, path: KeyPath
+    ) -> tuple[int, ...] | None:
         written = None if entry is None or entry.shape is None else tuple(entry.shape)
         if tensor.shape is None:
             if written is None:
-                self.report(path, f"{what}: the ONNX model declares no shape; write its "
-                            "shape (-1 for dynamic axes) under shape:")
+                self.report(
+                    path,
+                    f"{what}: the ONNX model declares no shape; write its "
+                    "shape (-1 for dynamic axes) under shape:",
+                )
             return written
         if written is None:
             return tensor.shape
         if len(written) != len(tensor.shape) or any(
-                (dim != -1 and dim <= 0) or (declared > 0 and dim != declared)
-                for dim, declared in zip(written, tensor.shape, strict=False)):
-            self.report((*path, "shape"), f"{what}: shape {list(written)} contradicts the ONNX "
-                        f"model, which declares {list(tensor.shape)} (-1 = dynamic); a spec "
-                        "shape may only fix dynamic axes: remove it or correct it")
+            (dim != -1 and dim <= 0) or (declared > 0 and dim != declared)
+            for dim, declared in zip(written, tensor.shape, strict=False)
+        ):
+            self.report(
+                (*path, "shape"),
+                f"{what}: shape {list(written)} contradicts the ONNX "
+                f"model, which declares {list(tensor.shape)} (-1 = dynamic); a spec "
+                "shape may only fix dynamic axes: remove it or correct it",
+            )
             return None
         return written
 
@@ -173,30 +202,39 @@ class _Completer:
         if batch == 0:
             return
         if not shape:
-            self.report(path, f"{what} is a scalar, so it has no batch axis; set "
-                        "max_batch_size: 0 (no batching)")
+            self.report(
+                path,
+                f"{what} is a scalar, so it has no batch axis; set max_batch_size: 0 (no batching)",
+            )
         elif batch > 1 and shape[0] != -1:
-            self.report(path, f"{what}: axis 0 is fixed at {shape[0]} in the ONNX model, so it "
-                        f"cannot batch up to max_batch_size {batch}; set max_batch_size: 0 "
-                        "(or 1), or export the model with a dynamic batch axis")
+            self.report(
+                path,
+                f"{what}: axis 0 is fixed at {shape[0]} in the ONNX model, so it "
+                f"cannot batch up to max_batch_size {batch}; set max_batch_size: 0 "
+                "(or 1), or export the model with a dynamic batch axis",
+            )
 
-    def _profile(self, what: str, shape: tuple[int, ...], entry: TensorSpec | None,
-                 path: KeyPath) -> Profile | None:
+    def _profile(
+        self, what: str, shape: tuple[int, ...], entry: TensorSpec | None, path: KeyPath
+    ) -> Profile | None:
         given = [getattr(entry, key, None) for key in PROFILE_KEYS]
         if all(value is None for value in given):
             dynamic = [axis for axis, dim in enumerate(shape) if dim == -1]
             if not dynamic:
                 return shape, shape, shape
             low, opt, high = suggest_profile(shape, self.spec.max_batch_size)
-            self.report(path, f"{what} has dynamic axes {dynamic} and no optimization profile; "
-                        f"add min/opt/max for it under inputs, e.g. min: {list(low)}, "
-                        f"opt: {list(opt)}, max: {list(high)}")
+            self.report(
+                path,
+                f"{what} has dynamic axes {dynamic} and no optimization profile; "
+                f"add min/opt/max for it under inputs, e.g. min: {list(low)}, "
+                f"opt: {list(opt)}, max: {list(high)}",
+            )
             return None
         if any(value is None for value in given):
-            missing = [key for key, value in zip(PROFILE_KEYS, given, strict=True)
-                       if value is None]
-            self.report(path, f"{what}: give min, opt and max together (missing: "
-                        f"{', '.join(missing)})")
+            missing = [key for key, value in zip(PROFILE_KEYS, given, strict=True) if value is None]
+            self.report(
+                path, f"{what}: give min, opt and max together (missing: {', '.join(missing)})"
+            )
             return None
         low, opt, high = (tuple(value or ()) for value in given)
         if self._check_ranks(what, shape, (low, opt, high), path):
@@ -204,31 +242,46 @@ class _Completer:
                 self._check_axis(what, axis, shape, (low[axis], opt[axis], high[axis]), path)
         return low, opt, high
 
-    def _check_ranks(self, what: str, shape: tuple[int, ...], profile: Profile,
-                     path: KeyPath) -> bool:
+    def _check_ranks(
+        self, what: str, shape: tuple[int, ...], profile: Profile, path: KeyPath
+    ) -> bool:
         ok = True
         for key, dims in zip(PROFILE_KEYS, profile, strict=True):
             if len(dims) != len(shape):
                 ok = False
-                self.report((*path, key), f"{what}: {key} {list(dims)} has {len(dims)} axes, "
-                            f"the input has {len(shape)} {list(shape)}; give one size per axis")
+                self.report(
+                    (*path, key),
+                    f"{what}: {key} {list(dims)} has {len(dims)} axes, "
+                    f"the input has {len(shape)} {list(shape)}; give one size per axis",
+                )
         return ok
 
-    def _check_axis(self, what: str, axis: int, shape: tuple[int, ...],
-                    sizes: tuple[int, int, int], path: KeyPath) -> None:
+    def _check_axis(
+        self,
+        what: str,
+        axis: int,
+        shape: tuple[int, ...],
+        sizes: tuple[int, int, int],
+        path: KeyPath,
+    ) -> None:
         low, opt, high = sizes
         dim = shape[axis]
         batch = self.spec.max_batch_size
         got = f"min {low}, opt {opt}, max {high}"
         if not low <= opt <= high:
             key = "opt" if low > opt else "max"
-            self.report((*path, key, axis), f"{what}: axis {axis}: {got}; need "
-                        "min <= opt <= max")
+            self.report((*path, key, axis), f"{what}: axis {axis}: {got}; need min <= opt <= max")
         elif dim > 0 and sizes != (dim, dim, dim):
             key = PROFILE_KEYS[next(i for i, size in enumerate(sizes) if size != dim)]
-            self.report((*path, key, axis), f"{what}: axis {axis} is fixed at {dim} (shape "
-                        f"{list(shape)}), so min, opt and max must all be {dim} there (got {got})")
+            self.report(
+                (*path, key, axis),
+                f"{what}: axis {axis} is fixed at {dim} (shape "
+                f"{list(shape)}), so min, opt and max must all be {dim} there (got {got})",
+            )
         elif axis == 0 and batch > 0 and (low != 1 or high != batch):
             key = "min" if low != 1 else "max"
-            self.report((*path, key, 0), f"{what}: axis 0 is the batch axis (max_batch_size "
-                        f"{batch}): its profile must run from min 1 to max {batch} (got {got})")
+            self.report(
+                (*path, key, 0),
+                f"{what}: axis 0 is the batch axis (max_batch_size "
+                f"{batch}): its profile must run from min 1 to max {batch} (got {got})",
+            )

@@ -22,7 +22,7 @@ from mmaas.yamlio import KeyPath, YamlDocument
 
 _PATTERN_HELP = {
     NAME_PATTERN: "use lowercase letters, digits, '.', '_' and '-', starting with a letter "
-                  "or digit (at most 128 characters)",
+    "or digit (at most 128 characters)",
     r"^[0-9a-f]{64}$": "write the 64 lowercase hex digits of the digest",
 }
 
@@ -71,8 +71,10 @@ def _message(error: ErrorDetails, path: KeyPath, doc: YamlDocument) -> str:
         return _not_text(value, key, doc.plain_text.get(path))
     if kind == "bool_type":
         if isinstance(value, str):
-            return (f"{value!r} is text, not a boolean; write true or false (yes/no/on/off are "
-                    "text in YAML 1.2)")
+            return (
+                f"{value!r} is text, not a boolean; write true or false (yes/no/on/off are "
+                "text in YAML 1.2)"
+            )
         return f"expected true or false, got {_describe(value)}"
     if kind == "int_type":
         return _not_integer(value)
@@ -96,8 +98,10 @@ def _not_text(value: Any, key: str | int, plain: str | None) -> str:
     if isinstance(value, (bool, int, float)) or value is None:
         written = plain if plain is not None else str(value)
         field = f"{key}: " if isinstance(key, str) else "- "
-        return (f"{written} is read as {_describe(value)}, but text is meant here; quote it: "
-                f'{field}"{written}"')
+        return (
+            f"{written} is read as {_describe(value)}, but text is meant here; quote it: "
+            f'{field}"{written}"'
+        )
     return f"expected text, got {_describe(value)}"
 
 
@@ -112,8 +116,10 @@ def _shape_error(value: Any, text: str) -> str:
     if isinstance(value, str) and "axis" not in text:
         for axis, part in enumerate(value.strip().split("x")):
             if not part.isdigit() or int(part) == 0:
-                return (f"{value!r}: axis {axis}: {part!r} is not a positive integer; write "
-                        "sizes like '1x3x224x224' or [1, 3, 224, 224]")
+                return (
+                    f"{value!r}: axis {axis}: {part!r} is not a positive integer; write "
+                    "sizes like '1x3x224x224' or [1, 3, 224, 224]"
+                )
     return text
 
 

@@ -65,8 +65,15 @@ def load_spec(path: Path) -> LoadedSpec:
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        raise SpecError([SpecProblem(str(path), "", f"not UTF-8 text ({exc.reason} at byte "
-                                     f"{exc.start}); save the file as UTF-8")]) from None
+        raise SpecError(
+            [
+                SpecProblem(
+                    str(path),
+                    "",
+                    f"not UTF-8 text ({exc.reason} at byte {exc.start}); save the file as UTF-8",
+                )
+            ]
+        ) from None
     except OSError as exc:
         raise UsageError(f"{path}: cannot read the model spec ({exc.strerror or exc})") from None
     return parse_spec(text, path)
@@ -81,8 +88,15 @@ def parse_spec(text: str, path: Path) -> LoadedSpec:
     """
     doc = load_yaml(text, str(path))
     if not isinstance(doc.data, dict):
-        raise SpecError([doc.problem((), "expected a mapping of keys (name:, version:, source:, "
-                                     "inputs: ...); the file is empty or holds a list or a value")])
+        raise SpecError(
+            [
+                doc.problem(
+                    (),
+                    "expected a mapping of keys (name:, version:, source:, "
+                    "inputs: ...); the file is empty or holds a list or a value",
+                )
+            ]
+        )
     spec, errors = _validate(doc.data)
     problems = [problem_from_error(error, doc) for error in errors]
     if errors and not any(error["loc"][:1] in _CROSS_CHECKED_LOCS for error in errors):
@@ -106,8 +120,9 @@ def _cross_checked_part(data: dict[str, Any]) -> dict[str, Any]:
     return {**_PLACEHOLDERS, **{key: data[key] for key in _CROSS_CHECKED if key in data}}
 
 
-def _cross_check(spec: ModelSpec, path: Path, doc: YamlDocument,
-                 problems: list[SpecProblem]) -> LoadedSpec | None:
+def _cross_check(
+    spec: ModelSpec, path: Path, doc: YamlDocument, problems: list[SpecProblem]
+) -> LoadedSpec | None:
     model_dir = path.parent
     given = [key for key in ("path", "url") if getattr(spec.source, key) is not None]
     source_key: KeyPath = ("source", *given) if len(given) == 1 else ("source",)

@@ -46,8 +46,12 @@ _CORE_RESOLVERS = [
     ("null", r"^(?:~|null|Null|NULL|)$", ["~", "n", "N", ""]),
     ("bool", r"^(?:true|True|TRUE|false|False|FALSE)$", list("tTfF")),
     ("int", r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$", list("-+0123456789")),
-    ("float", r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
-              r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$", list("-+.0123456789")),
+    (
+        "float",
+        r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+        r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$",
+        list("-+.0123456789"),
+    ),
 ]
 for _name, _pattern, _first in _CORE_RESOLVERS:
     _CoreLoader.add_implicit_resolver(_TAG + _name, re.compile(_pattern), _first)
@@ -122,8 +126,10 @@ def _syntax_problem(exc: yaml.MarkedYAMLError, file: str) -> SpecProblem:
     mark = exc.problem_mark or exc.context_mark
     problem = exc.problem or exc.context or "invalid YAML"
     if "'\\t'" in problem:
-        problem = ("a tab character; YAML allows only spaces for indentation and (in this "
-                   "reader) before comments: replace the tab with spaces")
+        problem = (
+            "a tab character; YAML allows only spaces for indentation and (in this "
+            "reader) before comments: replace the tab with spaces"
+        )
     elif exc.context and exc.problem:
         problem = f"{exc.context}: {problem}"
     line, column = (mark.line + 1, mark.column + 1) if mark else (None, None)
@@ -166,9 +172,13 @@ class _Walker:
             key = key_node.value
             child = (*path, key)
             if key in first_line:
-                self._problem(key_node, child, f"duplicate key {key!r}: first at line "
-                              f"{first_line[key]}, again at line {key_node.start_mark.line + 1}; "
-                              "keep only one")
+                self._problem(
+                    key_node,
+                    child,
+                    f"duplicate key {key!r}: first at line "
+                    f"{first_line[key]}, again at line {key_node.start_mark.line + 1}; "
+                    "keep only one",
+                )
                 continue
             first_line[key] = key_node.start_mark.line + 1
             anchor = value_node if isinstance(value_node, yaml.ScalarNode) else key_node
@@ -229,5 +239,4 @@ def _to_float(value: str) -> float:
     return float(value)
 
 
-_CONVERTERS = {"str": str, "null": _to_null, "bool": _to_bool, "int": _to_int,
-               "float": _to_float}
+_CONVERTERS = {"str": str, "null": _to_null, "bool": _to_bool, "int": _to_int, "float": _to_float}

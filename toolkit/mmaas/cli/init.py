@@ -11,15 +11,25 @@ from mmaas.scaffold import init_model_folder
 
 @click.command("init")
 @click.argument("path", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--onnx", "onnx_path", required=True, type=click.Path(path_type=Path),
-              help="The ONNX model; model.yaml refers to it by a path relative to PATH.")
+@click.option(
+    "--onnx",
+    "onnx_path",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="The ONNX model; model.yaml refers to it by a path relative to PATH.",
+)
 @click.option("--name", help="Model name (default: PATH's folder name).")
-@click.option("--max-batch-size", type=click.IntRange(min=0), default=None,
-              help="Batch axis size limit; 0 = no batch axis (default: 4 when axis 0 of "
-                   "every input and output is dynamic, else 0).")
+@click.option(
+    "--max-batch-size",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Batch axis size limit; 0 = no batch axis (default: 4 when axis 0 of "
+    "every input and output is dynamic, else 0).",
+)
 @click.option("--force", is_flag=True, help="Overwrite an existing model.yaml.")
-def command(path: Path, onnx_path: Path, name: str | None, max_batch_size: int | None,
-            force: bool) -> None:
+def command(
+    path: Path, onnx_path: Path, name: str | None, max_batch_size: int | None, force: bool
+) -> None:
     """Write PATH/model.yaml for an ONNX model.
 
     The spec carries the graph's real input and output names, datatypes and shapes, a
@@ -27,9 +37,12 @@ def command(path: Path, onnx_path: Path, name: str | None, max_batch_size: int |
     with a dynamic axis. Profile sizes other than the batch are guesses: adjust them, then
     run `mmaas validate PATH`.
     """
-    loaded = init_model_folder(path, onnx_path, name=name, max_batch_size=max_batch_size,
-                               force=force)
-    click.echo(f"wrote {loaded.path} ({len(loaded.spec.inputs)} inputs, "
-               f"{len(loaded.spec.outputs)} outputs, max_batch_size "
-               f"{loaded.spec.max_batch_size}); review the profile sizes, then run "
-               f"`mmaas validate {path}`")
+    loaded = init_model_folder(
+        path, onnx_path, name=name, max_batch_size=max_batch_size, force=force
+    )
+    click.echo(
+        f"wrote {loaded.path} ({len(loaded.spec.inputs)} inputs, "
+        f"{len(loaded.spec.outputs)} outputs, max_batch_size "
+        f"{loaded.spec.max_batch_size}); review the profile sizes, then run "
+        f"`mmaas validate {path}`"
+    )

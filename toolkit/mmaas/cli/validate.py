@@ -29,13 +29,26 @@ def command(model: str, as_json: bool) -> None:
         loaded = load_spec(path)
     except SpecError as exc:
         if as_json:
-            click.echo(json.dumps({"ok": False, "path": str(path),
-                                   "problems": [asdict(p) for p in exc.problems]}, indent=2))
+            click.echo(
+                json.dumps(
+                    {"ok": False, "path": str(path), "problems": [asdict(p) for p in exc.problems]},
+                    indent=2,
+                )
+            )
         raise
     if as_json:
-        click.echo(json.dumps({"ok": True, "path": str(path), "source": str(loaded.source_path),
-                               "digest": loaded.spec.digest(),
-                               "spec": loaded.spec.model_dump(mode="json")}, indent=2))
+        click.echo(
+            json.dumps(
+                {
+                    "ok": True,
+                    "path": str(path),
+                    "source": str(loaded.source_path),
+                    "digest": loaded.spec.digest(),
+                    "spec": loaded.spec.model_dump(mode="json"),
+                },
+                indent=2,
+            )
+        )
     else:
         click.echo(summary(loaded))
 
@@ -44,9 +57,11 @@ def summary(loaded: LoadedSpec) -> str:
     """A few human lines: the model, its source and every input (with its profile) and
     output."""
     spec = loaded.spec
-    lines = [f"ok: {loaded.path}: {spec.name} {spec.version} ({spec.backend}, "
-             f"{spec.target_precision}, max_batch_size {spec.max_batch_size})",
-             f"  source: {loaded.source_path}"]
+    lines = [
+        f"ok: {loaded.path}: {spec.name} {spec.version} ({spec.backend}, "
+        f"{spec.target_precision}, max_batch_size {spec.max_batch_size})",
+        f"  source: {loaded.source_path}",
+    ]
     lines += [_tensor_line("input", tensor) for tensor in spec.inputs]
     lines += [_tensor_line("output", tensor) for tensor in spec.outputs]
     return "\n".join(lines)

@@ -1,0 +1,31 @@
+"""The committed JSON Schema of model.yaml is the one ModelSpec generates."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _gen_schema():
+    spec = importlib.util.spec_from_file_location("gen_schema", ROOT / "scripts" / "gen_schema.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_committed_schema_is_current() -> None:
+    generator = _gen_schema()
+    assert generator.SCHEMA_PATH.read_text() == generator.render_schema(), (
+        "schema/model.schema.json is stale: run python scripts/gen_schema.py"
+    )
+
+
+def test_schema_forbids_unknown_keys_and_requires_the_basics() -> None:
+    schema = json.loads((ROOT / "schema" / "model.schema.json").read_text())
+    assert schema["additionalProperties"] is False
+    assert set(schema["required"]) == {"name", "version", "source"}
+    assert schema["$defs"]["InputSpec"]["additionalProperties"] is False
