@@ -100,7 +100,16 @@ class OutputSpec(TensorSpec):
 
 
 class TensorRTSpec(_Strict):
-    """TensorRT builder settings (trtexec flags); used when ``backend: tensorrt``."""
+    """TensorRT builder settings (trtexec flags); used when ``backend: tensorrt``.
+
+    ``timing_run``: trtexec times the engine after building it (the performance summary
+    goes into the build report); false adds ``--skipInference``. ``timing_cache_verify``
+    adds ``--errorOnTimingCacheMiss`` (TensorRT 10+): the build fails unless every tactic
+    came from the persisted timing cache. ``calibration_cache``: an INT8 calibration cache
+    (``--calib``), relative to the model folder. ``tolerance_atol`` / ``tolerance_rtol``:
+    how far the engine's outputs may be from ONNX Runtime's (``numpy.allclose``) in the
+    accuracy check.
+    """
 
     version: str = "10.13"
     builder_image: str = "nvcr.io/nvidia/tensorrt:25.08-py3"
@@ -109,6 +118,11 @@ class TensorRTSpec(_Strict):
     hardware_compatibility_level: Literal["none", "ampere+", "same_compute_capability"] = "none"
     version_compatible: bool = False
     gpu_targets: list[str] = Field(default_factory=list)
+    timing_run: bool = True
+    timing_cache_verify: bool = False
+    calibration_cache: str | None = None
+    tolerance_atol: Annotated[float, Field(ge=0)] = 0.02
+    tolerance_rtol: Annotated[float, Field(ge=0)] = 0.02
 
 
 class OnnxRuntimeSpec(_Strict):
