@@ -20,10 +20,11 @@ import onnx
 from google.protobuf.message import DecodeError
 
 from mmaas.errors import SourceError
+from mmaas.spec import Datatype
 
 # ONNX TensorProto.DataType -> KServe v2 datatype. Types KServe v2 cannot carry (complex,
 # float8, 4-bit...) are absent and refused.
-ONNX_TO_KSERVE: dict[int, str] = {
+ONNX_TO_KSERVE: dict[int, Datatype] = {
     onnx.TensorProto.BOOL: "BOOL",
     onnx.TensorProto.UINT8: "UINT8",
     onnx.TensorProto.UINT16: "UINT16",
@@ -54,7 +55,7 @@ class GraphTensor:
     """
 
     name: str
-    datatype: str
+    datatype: Datatype
     shape: tuple[int, ...] | None
     dim_names: tuple[str, ...] = ()
 

@@ -109,11 +109,11 @@ class _Completer:
                 )
         completed = []
         for tensor in declared:
-            index = listed.get(tensor.name)
-            if index is None and role == "output" and listed:
+            found = listed.get(tensor.name)
+            if found is None and role == "output" and listed:
                 continue
-            entry = entries[index] if index is not None else None
-            path: KeyPath = (key, index) if index is not None else (key,)
+            entry = entries[found] if found is not None else None
+            path: KeyPath = (key, found) if found is not None else (key,)
             done = self._tensor(role, tensor, entry, path)
             if done is not None:
                 completed.append(done)

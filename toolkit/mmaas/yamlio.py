@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -149,20 +149,23 @@ class _Walker:
     def walk(self, node: yaml.Node, path: KeyPath) -> Any:
         self.positions.setdefault(path, _mark(node))
         if id(node) in self._active:
-            return self._problem(node, path, "an alias refers to its own anchor (a cycle)")
+            self._problem(node, path, "an alias refers to its own anchor (a cycle)")
+            return None
         self._active.add(id(node))
         try:
             if isinstance(node, yaml.MappingNode):
                 return self._mapping(node, path)
             if isinstance(node, yaml.SequenceNode):
                 return self._sequence(node, path)
+            assert isinstance(node, yaml.ScalarNode)
             return self._scalar(node, path)
         finally:
             self._active.discard(id(node))
 
     def _mapping(self, node: yaml.MappingNode, path: KeyPath) -> dict[str, Any] | None:
         if node.tag != _TAG + "map":
-            return self._problem(node, path, f"unsupported tag {node.tag}; write a plain mapping")
+            self._problem(node, path, f"unsupported tag {node.tag}; write a plain mapping")
+            return None
         result: dict[str, Any] = {}
         first_line: dict[str, int] = {}
         for key_node, value_node in node.value:
@@ -188,7 +191,8 @@ class _Walker:
 
     def _sequence(self, node: yaml.SequenceNode, path: KeyPath) -> list[Any] | None:
         if node.tag != _TAG + "seq":
-            return self._problem(node, path, f"unsupported tag {node.tag}; write a plain list")
+            self._problem(node, path, f"unsupported tag {node.tag}; write a plain list")
+            return None
         return [self.walk(item, (*path, index)) for index, item in enumerate(node.value)]
 
     def _scalar(self, node: yaml.ScalarNode, path: KeyPath) -> Any:
@@ -196,12 +200,15 @@ class _Walker:
         if node.style is None:
             self.plain_text[path] = value
         kind = node.tag.removeprefix(_TAG)
+        converter = _CONVERTERS.get(kind)
+        if converter is None:
+            self._problem(node, path, f"unsupported tag {node.tag}; remove it")
+            return None
         try:
-            return _CONVERTERS[kind](value)
-        except KeyError:
-            return self._problem(node, path, f"unsupported tag {node.tag}; remove it")
+            return converter(value)
         except ValueError:
-            return self._problem(node, path, f"{value!r} is not a valid !!{kind}")
+            self._problem(node, path, f"{value!r} is not a valid !!{kind}")
+            return None
 
     def _problem(self, node: yaml.Node, path: KeyPath, message: str) -> None:
         line, column = _mark(node)
@@ -239,4 +246,10 @@ def _to_float(value: str) -> float:
     return float(value)
 
 
-_CONVERTERS = {"str": str, "null": _to_null, "bool": _to_bool, "int": _to_int, "float": _to_float}
+_CONVERTERS: dict[str, Callable[[str], Any]] = {
+    "str": str,
+    "null": _to_null,
+    "bool": _to_bool,
+    "int": _to_int,
+    "float": _to_float,
+}
