@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,25 +45,73 @@ def compile_model_dir(source: Path, info: ModelInfo, out_dir: Path) -> Path:
     return out_dir
 
 
+@dataclass(frozen=True)
+class ClientTls:
+    """PEM files a TLS client uses: the CA that signed the server, and for mTLS its own
+    certificate chain and key."""
+
+    root_cert: Path
+    cert: Path | None = None
+    key: Path | None = None
+
+    def credentials(self) -> grpc.ChannelCredentials:
+        return grpc.ssl_channel_credentials(
+            self.root_cert.read_bytes(),
+            self.key.read_bytes() if self.key else None,
+            self.cert.read_bytes() if self.cert else None,
+        )
+
+
 @dataclass
 class RunningServer:
-    """A server subprocess: its gRPC and metrics ports and its stderr log file."""
+    """A server subprocess: its gRPC and metrics ports, its stderr log file, and the TLS
+    files its clients need (None = plain text)."""
 
     process: subprocess.Popen[bytes]
     port: int
     metrics_port: int
     log: Path
+    tls: ClientTls | None = None
 
     @property
     def url(self) -> str:
         return f"127.0.0.1:{self.port}"
 
     def client(self) -> triton.InferenceServerClient:
-        return triton.InferenceServerClient(self.url)
+        if self.tls is None:
+            return triton.InferenceServerClient(self.url)
+        return triton.InferenceServerClient(
+            self.url,
+            ssl=True,
+            root_certificates=str(self.tls.root_cert),
+            private_key=str(self.tls.key) if self.tls.key else None,
+            certificate_chain=str(self.tls.cert) if self.tls.cert else None,
+        )
+
+    def channel(self) -> grpc.Channel:
+        if self.tls is None:
+            return grpc.insecure_channel(self.url)
+        return grpc.secure_channel(self.url, self.tls.credentials())
+
+    def metrics(self) -> str:
+        """The Prometheus text exposition from ``/metrics``."""
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as reply:
+            return reply.read().decode()
+
+    def metric(self, name: str, **labels: str) -> float:
+        """One sample's value: ``name`` with at least ``labels``; 0.0 when absent."""
+        for line in self.metrics().splitlines():
+            sample, _, value = line.rpartition(" ")
+            if sample.split("{")[0] == name and all(
+                f'{key}="{val}"' in sample for key, val in labels.items()
+            ):
+                return float(value)
+        return 0.0
 
     def health(self, timeout: float = 2.0) -> str:
         """``SERVING`` / ``NOT_SERVING`` of the whole server, or ``UNREACHABLE``."""
-        with grpc.insecure_channel(self.url) as channel:
+        with self.channel() as channel:
             stub = health_pb2_grpc.HealthStub(channel)
             try:
                 reply = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=timeout)
@@ -95,8 +144,11 @@ class RunningServer:
         return self.process.returncode
 
 
-def launch(model_dir: Path, log: Path, env: dict[str, str] | None = None) -> RunningServer:
-    """Start ``python -m mmaas.server`` on ``model_dir`` (not waiting for SERVING)."""
+def launch(
+    model_dir: Path, log: Path, env: dict[str, str] | None = None, tls: ClientTls | None = None
+) -> RunningServer:
+    """Start ``python -m mmaas.server`` on ``model_dir`` (not waiting for SERVING); ``tls``
+    is what clients need when ``env`` turns TLS on."""
     port, metrics_port = free_port(), free_port()
     full_env = {
         **os.environ,
@@ -113,16 +165,19 @@ def launch(model_dir: Path, log: Path, env: dict[str, str] | None = None) -> Run
             stdout=stream,
             stderr=subprocess.STDOUT,
         )
-    return RunningServer(process, port, metrics_port, log)
+    return RunningServer(process, port, metrics_port, log, tls)
 
 
 @pytest.fixture
 def start_server(tmp_path: Path) -> Iterator[Callable[..., RunningServer]]:
-    """``start_server(model_dir, wait=True, **MMAAS_env)``: servers stopped at teardown."""
+    """``start_server(model_dir, wait=True, tls=None, **MMAAS_env)``: servers stopped at
+    teardown."""
     started: list[RunningServer] = []
 
-    def start(model_dir: Path, wait: bool = True, **env: str) -> RunningServer:
-        server = launch(model_dir, tmp_path / f"server-{len(started)}.log", env)
+    def start(
+        model_dir: Path, wait: bool = True, tls: ClientTls | None = None, **env: str
+    ) -> RunningServer:
+        server = launch(model_dir, tmp_path / f"server-{len(started)}.log", env, tls)
         started.append(server)
         if wait:
             server.wait_serving()
