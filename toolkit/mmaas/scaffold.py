@@ -4,7 +4,7 @@ The text carries the graph's real input and output names (quoted when YAML would
 as anything but that exact text), KServe v2 datatypes and shapes (``-1`` = dynamic), the
 source path with its sha256 pin, and an optimization profile for every input with a
 dynamic axis: the batch axis runs 1..``max_batch_size``, other dynamic axes get guesses
-(:func:`mmaas.spec_complete.suggest_profile`) that a comment asks the user to adjust.
+(:func:`mmaas.spec_profile.suggest_profile`) that a comment asks the user to adjust.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from mmaas.hashing import file_digests
 from mmaas.manifest import atomic_write_text
 from mmaas.onnx_graph import GraphSignature, GraphTensor, read_signature
 from mmaas.spec import NAME_PATTERN
-from mmaas.spec_complete import suggest_profile
 from mmaas.spec_load import SPEC_FILE, LoadedSpec, parse_spec
+from mmaas.spec_profile import suggest_profile
 from mmaas.yamlio import load_yaml
 
 DEFAULT_MAX_BATCH_SIZE = 4

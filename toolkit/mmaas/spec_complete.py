@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from mmaas.errors import SpecProblem
 from mmaas.onnx_graph import GraphSignature, GraphTensor
 from mmaas.spec import InputSpec, ModelSpec, OutputSpec, TensorSpec
+from mmaas.spec_profile import check_profile
 from mmaas.yamlio import KeyPath, YamlDocument
 
 SUPPORTED_PRECISIONS: dict[str, tuple[str, ...]] = {
@@ -33,31 +34,6 @@ SUPPORTED_PRECISIONS: dict[str, tuple[str, ...]] = {
     "tensorrt": ("fp32", "tf32", "fp16", "bf16", "int8", "fp8"),
 }
 TRTEXEC_UNQUOTABLE = ("'", ",")
-SPATIAL_PROFILE = (32, 640, 1280)  # H, W of NCHW images
-GENERIC_PROFILE = (1, 128, 512)  # any other dynamic axis (sequence length...)
-PROFILE_KEYS = ("min", "opt", "max")
-
-Profile = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]
-
-
-def suggest_profile(shape: Sequence[int], max_batch_size: int) -> Profile:
-    """A starting (min, opt, max) for ``shape`` (``-1`` = dynamic): fixed axes keep their
-    size; a dynamic axis 0 is the batch (1, 1, max_batch_size) when max_batch_size > 0, and
-    (1, 1, 1) for a rank >= 2 tensor otherwise; the last two axes of a rank-4 tensor are
-    image sides :data:`SPATIAL_PROFILE`; any other dynamic axis gets
-    :data:`GENERIC_PROFILE`. Guesses: the user tunes them."""
-    triples = []
-    for axis, dim in enumerate(shape):
-        if dim > 0:
-            triples.append((dim, dim, dim))
-        elif axis == 0 and (max_batch_size > 0 or len(shape) >= 2):
-            triples.append((1, 1, max(max_batch_size, 1)))
-        elif len(shape) == 4 and axis >= 2:
-            triples.append(SPATIAL_PROFILE)
-        else:
-            triples.append(GENERIC_PROFILE)
-    low, opt, high = zip(*triples, strict=True) if triples else ((), (), ())
-    return tuple(low), tuple(opt), tuple(high)
 
 
 def complete_spec(
@@ -157,7 +133,8 @@ class _Completer:
                 f"{what}: trtexec cannot express a name containing ' or , in its shape "
                 "flags; rename the input when exporting the ONNX model",
             )
-        profile = self._profile(what, shape, entry, path)
+        given = (entry.min, entry.opt, entry.max) if isinstance(entry, InputSpec) else None
+        profile = check_profile(what, shape, given, path, self.spec.max_batch_size, self.report)
         if profile is None:
             return None
         low, opt, high = profile
@@ -212,76 +189,4 @@ class _Completer:
                 f"{what}: axis 0 is fixed at {shape[0]} in the ONNX model, so it "
                 f"cannot batch up to max_batch_size {batch}; set max_batch_size: 0 "
                 "(or 1), or export the model with a dynamic batch axis",
-            )
-
-    def _profile(
-        self, what: str, shape: tuple[int, ...], entry: TensorSpec | None, path: KeyPath
-    ) -> Profile | None:
-        given = [getattr(entry, key, None) for key in PROFILE_KEYS]
-        if all(value is None for value in given):
-            dynamic = [axis for axis, dim in enumerate(shape) if dim == -1]
-            if not dynamic:
-                return shape, shape, shape
-            low, opt, high = suggest_profile(shape, self.spec.max_batch_size)
-            self.report(
-                path,
-                f"{what} has dynamic axes {dynamic} and no optimization profile; "
-                f"add min/opt/max for it under inputs, e.g. min: {list(low)}, "
-                f"opt: {list(opt)}, max: {list(high)}",
-            )
-            return None
-        if any(value is None for value in given):
-            missing = [key for key, value in zip(PROFILE_KEYS, given, strict=True) if value is None]
-            self.report(
-                path, f"{what}: give min, opt and max together (missing: {', '.join(missing)})"
-            )
-            return None
-        low, opt, high = (tuple(value or ()) for value in given)
-        if self._check_ranks(what, shape, (low, opt, high), path):
-            for axis in range(len(shape)):
-                self._check_axis(what, axis, shape, (low[axis], opt[axis], high[axis]), path)
-        return low, opt, high
-
-    def _check_ranks(
-        self, what: str, shape: tuple[int, ...], profile: Profile, path: KeyPath
-    ) -> bool:
-        ok = True
-        for key, dims in zip(PROFILE_KEYS, profile, strict=True):
-            if len(dims) != len(shape):
-                ok = False
-                self.report(
-                    (*path, key),
-                    f"{what}: {key} {list(dims)} has {len(dims)} axes, "
-                    f"the input has {len(shape)} {list(shape)}; give one size per axis",
-                )
-        return ok
-
-    def _check_axis(
-        self,
-        what: str,
-        axis: int,
-        shape: tuple[int, ...],
-        sizes: tuple[int, int, int],
-        path: KeyPath,
-    ) -> None:
-        low, opt, high = sizes
-        dim = shape[axis]
-        batch = self.spec.max_batch_size
-        got = f"min {low}, opt {opt}, max {high}"
-        if not low <= opt <= high:
-            key = "opt" if low > opt else "max"
-            self.report((*path, key, axis), f"{what}: axis {axis}: {got}; need min <= opt <= max")
-        elif dim > 0 and sizes != (dim, dim, dim):
-            key = PROFILE_KEYS[next(i for i, size in enumerate(sizes) if size != dim)]
-            self.report(
-                (*path, key, axis),
-                f"{what}: axis {axis} is fixed at {dim} (shape "
-                f"{list(shape)}), so min, opt and max must all be {dim} there (got {got})",
-            )
-        elif axis == 0 and batch > 0 and (low != 1 or high != batch):
-            key = "min" if low != 1 else "max"
-            self.report(
-                (*path, key, 0),
-                f"{what}: axis 0 is the batch axis (max_batch_size "
-                f"{batch}): its profile must run from min 1 to max {batch} (got {got})",
             )
