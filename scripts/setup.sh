@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# Prepare this machine for mmaas's builds and tests; safe to run again (fast when done).
+#   1. apt packages: docker.io (engine + BuildKit-capable client /usr/bin/docker),
+#      docker-registry (push/pull tests), debootstrap (base image)  -- only what is missing
+#   2. the Docker engine: started in the background when `docker info` fails
+#   3. the Python venv .venv with `pip install -e '.[dev]'` (again when pyproject.toml changes)
+#   4. the example ONNX models (scripts/fetch_models.py, sha256-checked)
+#   5. the local base image (scripts/make_base_image.sh) when missing or made by an older recipe
+# Environment: MMAAS_DOCKER (client, default /usr/bin/docker), MMAAS_BASE_IMAGE (default
+# mmaas/base:bookworm), MMAAS_PYTHON (interpreter for the venv, default python3),
+# MMAAS_DOCKERD_LOG (default /var/log/mmaas-dockerd.log), MMAAS_DOCKERD_TIMEOUT (s, default 60).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+DOCKER=${MMAAS_DOCKER:-/usr/bin/docker}
+BASE_IMAGE=${MMAAS_BASE_IMAGE:-mmaas/base:bookworm}
+PYTHON=${MMAAS_PYTHON:-python3}
+DOCKERD_LOG=${MMAAS_DOCKERD_LOG:-/var/log/mmaas-dockerd.log}
+DOCKERD_TIMEOUT=${MMAAS_DOCKERD_TIMEOUT:-60}
+APT_PACKAGES=(docker.io docker-registry debootstrap)
+VENV=$ROOT/.venv
+
+say() { printf 'setup: %s\n' "$*"; }
+die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
+
+is_installed() {
+  [[ $(dpkg-query -W -f='${Status}' "$1" 2>/dev/null) == "install ok installed" ]]
+}
+
+ensure_apt_packages() {
+  local missing=() package
+  for package in "${APT_PACKAGES[@]}"; do
+    is_installed "$package" || missing+=("$package")
+  done
+  if ((${#missing[@]} == 0)); then
+    say "apt packages present (${APT_PACKAGES[*]})"
+    return
+  fi
+  [[ $(id -u) == 0 ]] || die "missing ${missing[*]}; run as root or: sudo apt-get install -y ${missing[*]}"
+  say "installing ${missing[*]} (apt-get)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+ensure_dockerd() {
+  if "$DOCKER" info >/dev/null 2>&1; then
+    say "docker engine running ($("$DOCKER" version --format '{{.Server.Version}}'))"
+    return
+  fi
+  [[ -z ${DOCKER_HOST:-} ]] || die "DOCKER_HOST=$DOCKER_HOST does not answer; start that engine or unset DOCKER_HOST"
+  [[ $(id -u) == 0 ]] || die "the Docker engine is not running; start it as root (dockerd) or run this script as root"
+  say "starting dockerd (log: $DOCKERD_LOG)"
+  mkdir -p "$(dirname "$DOCKERD_LOG")"
+  local dockerd
+  dockerd=$(command -v dockerd || echo /usr/sbin/dockerd)
+  setsid "$dockerd" >>"$DOCKERD_LOG" 2>&1 </dev/null &
+  local pid=$! deadline=$((SECONDS + DOCKERD_TIMEOUT))
+  until "$DOCKER" info >/dev/null 2>&1; do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      tail -n 20 "$DOCKERD_LOG" >&2
+      die "dockerd exited during start-up; see $DOCKERD_LOG"
+    fi
+    if ((SECONDS >= deadline)); then
+      tail -n 20 "$DOCKERD_LOG" >&2
+      die "dockerd (pid $pid) not ready after ${DOCKERD_TIMEOUT} s; see $DOCKERD_LOG"
+    fi
+    sleep 0.5
+  done
+  say "docker engine ready (pid $pid)"
+}
+
+ensure_venv() {
+  local stamp=$VENV/.mmaas-installed want
+  if [[ ! -x $VENV/bin/python ]]; then
+    say "creating $VENV with $("$PYTHON" --version 2>&1)"
+    "$PYTHON" -m venv "$VENV"
+  fi
+  want=$(cat "$ROOT/pyproject.toml" <("$VENV/bin/python" --version) | sha256sum | cut -d' ' -f1)
+  if [[ -f $stamp && $(<"$stamp") == "$want" ]]; then
+    say "venv up to date ($VENV)"
+    return
+  fi
+  say "pip install -e '.[dev]' into $VENV (log: $VENV/pip-install.log)"
+  if ! "$VENV/bin/python" -m pip install --disable-pip-version-check -e "${ROOT}[dev]" \
+      >"$VENV/pip-install.log" 2>&1; then
+    grep -v "^WARNING: Location 'file:" "$VENV/pip-install.log" | tail -n 30 >&2
+    die "pip install -e '.[dev]' failed; full log: $VENV/pip-install.log"
+  fi
+  echo "$want" >"$stamp"
+}
+
+ensure_models() {
+  say "example models:"
+  "$VENV/bin/python" "$ROOT/scripts/fetch_models.py" | sed 's/^/  /'
+}
+
+ensure_base_image() {
+  local recipe label
+  recipe=$(sha256sum "$ROOT/scripts/make_base_image.sh" | cut -d' ' -f1)
+  if label=$("$DOCKER" image inspect -f '{{index .Config.Labels "mmaas.base.recipe"}}' \
+      "$BASE_IMAGE" 2>/dev/null); then
+    if [[ $label == "$recipe" || $label == "<no value>" || -z $label ]]; then
+      say "base image $BASE_IMAGE present"
+      return
+    fi
+    say "base image $BASE_IMAGE was made by an older scripts/make_base_image.sh; remaking"
+  else
+    say "making base image $BASE_IMAGE (debootstrap, about a minute)"
+  fi
+  MMAAS_DOCKER=$DOCKER bash "$ROOT/scripts/make_base_image.sh" "$BASE_IMAGE"
+}
+
+main() {
+  local started=$SECONDS
+  ensure_apt_packages
+  ensure_dockerd
+  ensure_venv
+  ensure_models
+  ensure_base_image
+  say "done in $((SECONDS - started)) s"
+}
+
+main "$@"
