@@ -3,14 +3,16 @@
 Command line (``templates/Dockerfile.tensorrt.j2``)::
 
     python -m mmaas.backends.tensorrt_stage preflight --tensorrt 10.13 [--gpu]
-    python -m mmaas.backends.tensorrt_stage pin > tensorrt-pin.txt
+    python -m mmaas.backends.tensorrt_stage pin [--cuda-only] > tensorrt-pin.txt
 
 ``preflight`` fails (exit 1, one line) when this stage's TensorRT (the tensorrt module, or
 trtexec's ``[TensorRT vNNNNNN]`` banner) is not the pinned release (C10), and with
 ``--gpu`` when no GPU is visible, naming the routes that give a build one (C11), so
 trtexec never starts without a GPU. ``pin`` prints the pip requirements that put exactly
 this stage's TensorRT runtime into the runtime stage (``tensorrt-cu<CUDA major>-libs`` and
-``-bindings`` at this exact version; CUDA major from ``CUDA_VERSION``).
+``-bindings`` at this exact version) and the cuda-python of the same CUDA major (CUDA
+major from ``CUDA_VERSION``, which NVIDIA's images set); ``--cuda-only`` prints only the
+cuda-python line (the builder image already has TensorRT).
 """
 
 from __future__ import annotations
@@ -51,8 +53,9 @@ def preflight(pinned: str, need_gpu: bool) -> str:
     )
 
 
-def pin_requirements() -> str:
-    """``tensorrt-cuXX-libs==V`` and ``tensorrt-cuXX-bindings==V`` for this stage.
+def pin_requirements(cuda_only: bool = False) -> str:
+    """``cuda-python>=M,<M+1``, then ``tensorrt-cuM-libs==V`` and ``tensorrt-cuM-bindings==V``
+    (unless ``cuda_only``) for this stage's CUDA major M and TensorRT version V.
 
     Raises:
         BuildError: no TensorRT, or ``CUDA_VERSION`` is unset (not an NVIDIA image).
@@ -61,7 +64,10 @@ def pin_requirements() -> str:
     if installed is None or not cuda:
         raise BuildError("cannot pin the runtime: TensorRT or CUDA_VERSION is missing here")
     major = parse_version(cuda)[0]
-    return "".join(f"tensorrt-cu{major}-{part}=={installed}\n" for part in ("libs", "bindings"))
+    lines = [f"cuda-python>={major},<{major + 1}"]
+    if not cuda_only:
+        lines += [f"tensorrt-cu{major}-{part}=={installed}" for part in ("libs", "bindings")]
+    return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str]) -> int:
@@ -71,10 +77,14 @@ def main(argv: list[str]) -> int:
     check = verbs.add_parser("preflight")
     check.add_argument("--tensorrt", required=True, help="pinned release, e.g. 10.13")
     check.add_argument("--gpu", action="store_true", help="also require a visible GPU")
-    verbs.add_parser("pin")
+    pin = verbs.add_parser("pin")
+    pin.add_argument("--cuda-only", action="store_true", help="only the cuda-python line")
     args = parser.parse_args(argv)
     try:
-        text = pin_requirements() if args.verb == "pin" else preflight(args.tensorrt, args.gpu)
+        if args.verb == "pin":
+            text = pin_requirements(args.cuda_only)
+        else:
+            text = preflight(args.tensorrt, args.gpu)
     except MmaasError as exc:
         print(f"mmaas: error: {exc}", file=sys.stderr)
         return exc.exit_code

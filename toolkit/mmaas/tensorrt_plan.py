@@ -1,0 +1,112 @@
+"""Plan values of a TensorRT image (``templates/Dockerfile.tensorrt.j2``). Pure.
+
+The GPU route ``mmaas build`` uses for TensorRT is **compile in a ``docker run --gpus
+all`` container, then package** (case C11):
+
+1. ``docker build --target builder`` makes the builder image from ``builder_image`` (no GPU
+   needed: it only installs and copies; the release check runs here).
+2. ``docker run --rm --gpus all`` of that image (:func:`compile_run_argv`) first checks for
+   a GPU (``tensorrt_stage preflight --gpu``: no GPU, no trtexec) and then runs
+   ``python -m mmaas.stage build``: trtexec, profile check, hashes, manifest. The host's
+   timing-cache directory (``mmaas cache``) is mounted, so caches persist across builds
+   and CI runs, keyed by TensorRT version, compute capability and GPU (C8).
+3. The model directory it wrote is staged as ``engine/`` and ``docker build --target
+   runtime`` packages it; the runtime stage re-hashes it (``mmaas.stage verify``), so an
+   image with a missing, empty or altered engine is never produced.
+
+Why this route: it works on any Docker with the NVIDIA Container Toolkit. BuildKit
+``RUN`` steps get no GPU (moby/buildkit#1800) unless the engine has CDI and the Dockerfile
+uses ``RUN --device`` (a labs front-end that must be pulled, and that hadolint cannot
+parse); the legacy builder needs ``"default-runtime": "nvidia"`` on the daemon and has no
+cache mounts.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from mmaas.compat import parse_version, trtexec_flags, version_from_image_tag
+from mmaas.errors import SpecError, SpecProblem, UsageError
+from mmaas.spec import ModelSpec
+
+TIMING_CACHE_DIR = "/opt/mmaas/timing-cache"
+OUT_DIR = "/opt/mmaas/out"
+GPU_ROUTE = "docker-run"
+REQUIREMENTS = "requirements-tensorrt.txt"
+# mmaas modules the builder stage imports (besides plan.STAGE_MODULES).
+TENSORRT_STAGE_MODULES = (
+    "proc.py",
+    "compat.py",
+    "gpu.py",
+    "trtexec_args.py",
+    "trtexec_log.py",
+    "timing_cache.py",
+    "backends/tensorrt.py",
+    "backends/tensorrt_engine.py",
+    "backends/tensorrt_stage.py",
+)
+
+
+def tensorrt_plan_values(spec: ModelSpec, spec_file: str = "model.yaml") -> dict[str, Any]:
+    """The template values a TensorRT image needs beyond the CPU plan's.
+
+    Returns ``builder_image``, ``runtime_image``, ``tensorrt_version`` (the pin checked in
+    both stages), ``timing_cache_dir``, ``out_dir``, ``gpu_route``, ``gpu_targets``.
+
+    Raises:
+        SpecError: the version is not a checked release, or the builder image tag names
+            another TensorRT release than ``build.tensorrt.version`` (C10).
+    """
+    trt = spec.build.tensorrt
+    problems = []
+    try:
+        trtexec_flags(trt.version)
+    except UsageError as exc:
+        problems.append(SpecProblem(spec_file, "build.tensorrt.version", str(exc)))
+    tagged = version_from_image_tag(trt.builder_image)
+    if tagged and not problems and not _same_release(tagged, trt.version):
+        problems.append(
+            SpecProblem(
+                spec_file,
+                "build.tensorrt.builder_image",
+                f"{trt.builder_image} is TensorRT {tagged}, but "
+                f"build.tensorrt.version is {trt.version}; pin one release",
+            )
+        )
+    if problems:
+        raise SpecError(problems)
+    return {
+        "builder_image": trt.builder_image,
+        "runtime_image": trt.runtime_image,
+        "tensorrt_version": trt.version,
+        "timing_cache_dir": TIMING_CACHE_DIR,
+        "out_dir": OUT_DIR,
+        "gpu_route": GPU_ROUTE,
+        "gpu_targets": list(trt.gpu_targets),
+    }
+
+
+def compile_run_argv(
+    docker: list[str], builder_tag: str, cache_dir: Path, out_dir: Path
+) -> list[str]:
+    """Step 2 of the route: ``docker run --rm --gpus all`` of the builder image with the
+    host timing-cache directory and an output directory mounted; the container writes the
+    model directory to ``out_dir/model``."""
+    return [
+        *docker,
+        "run",
+        "--rm",
+        "--gpus",
+        "all",
+        "--volume",
+        f"{cache_dir.resolve()}:{TIMING_CACHE_DIR}",
+        "--volume",
+        f"{out_dir.resolve()}:{OUT_DIR}",
+        builder_tag,
+    ]
+
+
+def _same_release(tagged: str, pinned: str) -> bool:
+    wanted = parse_version(pinned)
+    return parse_version(tagged)[: len(wanted)] == wanted
