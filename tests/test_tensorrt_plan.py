@@ -1,0 +1,138 @@
+"""The rendered GPU Dockerfile (templates/Dockerfile.tensorrt.j2) for the real ppocr-det
+spec switched to TensorRT: stages, layer order, release checks in both stages, GPU check
+before trtexec, non-root, no secrets; linted with hadolint. And the route's docker run."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from mmaas import proc
+from mmaas.errors import SpecError
+from mmaas.pipeline import TOOLKIT_DIR
+from mmaas.plan import make_plan
+from mmaas.render import render_dockerfile
+from mmaas.spec_load import parse_spec
+from mmaas.tensorrt_plan import TENSORRT_STAGE_MODULES, compile_run_argv, tensorrt_plan_values
+
+ROOT = Path(__file__).resolve().parent.parent
+DET = ROOT / "models" / "ppocr-det" / "model.yaml"
+HADOLINT = shutil.which("hadolint") or str(Path(sys.executable).with_name("hadolint"))
+
+
+def tensorrt_spec(extra: str = ""):
+    text = DET.read_text().replace("backend: onnxruntime", "backend: tensorrt")
+    text = text.replace("target_precision: fp32", "target_precision: fp16") + extra
+    return parse_spec(text, DET)
+
+
+def rendered(ppocr_models: dict[str, Path], *, buildkit: bool = True, ca: bool = False) -> str:
+    loaded = tensorrt_spec()
+    plan = make_plan(
+        loaded.spec,
+        loaded.source_path,
+        toolkit_dir=TOOLKIT_DIR,
+        buildkit=buildkit,
+        ca_bundle=DET if ca else None,
+    )
+    values = {**plan.values, **tensorrt_plan_values(loaded.spec)}
+    return render_dockerfile(replace(plan, values=values))
+
+
+def instructions(text: str) -> list[str]:
+    return [line for line in text.splitlines() if re.match(r"^[A-Z]+ ", line)]
+
+
+def test_stages_and_layer_order(ppocr_models: dict[str, Path]) -> None:
+    text = rendered(ppocr_models)
+    assert [line for line in instructions(text) if line.startswith("FROM ")] == [
+        "FROM nvcr.io/nvidia/tensorrt:25.08-py3 AS builder",
+        "FROM scratch AS engine",
+        "FROM nvcr.io/nvidia/cuda:12.9.1-runtime-ubuntu24.04 AS framework",
+        "FROM framework AS runtime",
+    ]
+    runtime = text[text.index("AS runtime") :]
+    framework = text[text.index("AS framework") : text.index("AS runtime")]
+    assert "tensorrt-pin.txt" in framework and "preflight --tensorrt 10.13" in framework
+    order = [
+        runtime.index(s)
+        for s in (
+            "COPY --from=engine / /opt/mmaas/model",
+            "COPY lib/",
+            "mmaas.stage verify /opt/mmaas/model",
+            "USER 10001",
+        )
+    ]
+    assert order == sorted(order)
+    assert instructions(text)[-2:] == ["USER 10001", 'ENTRYPOINT ["python", "-m", "mmaas.server"]']
+
+
+def test_builder_checks_gpu_before_trtexec_and_release_at_build(ppocr_models) -> None:
+    text = rendered(ppocr_models)
+    builder = text[: text.index("AS engine")]
+    entry = next(line for line in builder.splitlines() if line.startswith("ENTRYPOINT"))
+    assert entry.index("preflight --tensorrt 10.13 --gpu &&") < entry.index("mmaas.stage build")
+    assert "RUN python -m mmaas.backends.tensorrt_stage preflight --tensorrt 10.13 \\" in builder
+    assert "MMAAS_TIMING_CACHE_DIR=/opt/mmaas/timing-cache" in builder
+    assert "--mount=type=cache,target=/root/.cache/pip" in builder
+
+
+def test_no_secrets_and_labels(ppocr_models: dict[str, Path]) -> None:
+    text = rendered(ppocr_models, ca=True)
+    assert not re.search(r"(?i)(password|token|secret|api[_-]?key)\s*=", text)
+    assert '"io.mmaas.backend"="tensorrt"' in text and '"io.mmaas.precision"="fp16"' in text
+    assert text.count("COPY ca-bundle.pem /opt/mmaas/ca-bundle.pem") == 2
+
+
+@pytest.mark.parametrize("buildkit", [True, False], ids=["buildkit", "legacy"])
+def test_rendered_dockerfile_passes_hadolint(ppocr_models, tmp_path: Path, buildkit: bool) -> None:
+    dockerfile = tmp_path / "Dockerfile"
+    dockerfile.write_text(rendered(ppocr_models, buildkit=buildkit))
+    if not buildkit:
+        assert "--mount=type=cache" not in dockerfile.read_text()
+    result = proc.run([HADOLINT, "--no-color", str(dockerfile)], check=False, what="hadolint")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_values_refuse_a_builder_image_of_another_release() -> None:
+    loaded = tensorrt_spec("build:\n  tensorrt:\n    builder_image: example/tensorrt:10.9.0-py3\n")
+    with pytest.raises(SpecError) as caught:
+        tensorrt_plan_values(loaded.spec)
+    assert (
+        "build.tensorrt.builder_image: example/tensorrt:10.9.0-py3 is TensorRT 10.9.0, "
+        "but build.tensorrt.version is 10.13" in str(caught.value)
+    )
+
+
+def test_values_and_compile_run_argv(tmp_path: Path) -> None:
+    values = tensorrt_plan_values(tensorrt_spec().spec)
+    assert values == {
+        "builder_image": "nvcr.io/nvidia/tensorrt:25.08-py3",
+        "runtime_image": "nvcr.io/nvidia/cuda:12.9.1-runtime-ubuntu24.04",
+        "tensorrt_version": "10.13",
+        "timing_cache_dir": "/opt/mmaas/timing-cache",
+        "out_dir": "/opt/mmaas/out",
+        "gpu_route": "docker-run",
+        "gpu_targets": [],
+    }
+    assert compile_run_argv(
+        ["docker"], "mmaas/det:1.0.0-builder", tmp_path / "c", tmp_path / "o"
+    ) == [
+        "docker",
+        "run",
+        "--rm",
+        "--gpus",
+        "all",
+        "--volume",
+        f"{tmp_path}/c:/opt/mmaas/timing-cache",
+        "--volume",
+        f"{tmp_path}/o:/opt/mmaas/out",
+        "mmaas/det:1.0.0-builder",
+    ]
+    for module in TENSORRT_STAGE_MODULES:
+        assert (TOOLKIT_DIR / module).is_file()
