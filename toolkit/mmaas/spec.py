@@ -18,7 +18,7 @@ import json
 import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 
 from mmaas.hashing import bytes_digest
 
@@ -59,7 +59,12 @@ def parse_shape(value: object) -> tuple[int, ...]:
     return tuple(dims)
 
 
-ProfileShape = Annotated[tuple[int, ...], BeforeValidator(parse_shape)]
+ProfileShape = Annotated[
+    tuple[int, ...], BeforeValidator(parse_shape),
+    WithJsonSchema({"anyOf": [
+        {"type": "array", "items": {"type": "integer", "minimum": 1}},
+        {"type": "string", "pattern": r"^\s*(\d+(x\d+)*|scalar)\s*$"}]}),
+]
 
 
 class _Strict(BaseModel):
