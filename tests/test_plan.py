@@ -103,3 +103,37 @@ def test_staged_context_holds_only_this_models_build_inputs(det, tmp_path: Path)
     assert stage_lib == sorted([*STAGE_MODULES, "backends/onnxruntime.py"])
     assert not list(context.rglob("__pycache__"))
     assert (context / "lib" / "mmaas" / "server").is_dir()
+
+
+def test_external_data_files_are_staged_with_their_nested_paths(tmp_path: Path) -> None:
+    """C14, nested files: an ONNX model whose weights live in external data files under a
+    sub-folder gets those files into the context beside it, and nothing else."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    folder = tmp_path / "models" / "big"
+    folder.mkdir(parents=True)
+    (folder / "notes.txt").write_text("not a build input")
+    (folder / "weights").mkdir()
+    weight = numpy_helper.from_array(np.ones((64, 64), np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])], "big",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 64])], [weight])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(folder / "big.onnx"), save_as_external_data=True,
+              location="weights/big.bin", size_threshold=0)
+    (folder / "model.yaml").write_text(
+        'name: big\nversion: "1"\nsource: {path: big.onnx}\nmax_batch_size: 2\n'
+        "inputs:\n  - {name: x, min: [1, 64], opt: [1, 64], max: [2, 64]}\n")
+    from mmaas.pipeline import plan_model
+
+    _, plan = plan_model(folder, buildkit=True)
+    context = tmp_path / "context"
+    context.mkdir()
+    stage_context(plan, context)
+    staged = sorted(str(p.relative_to(context / "model"))
+                    for p in (context / "model").rglob("*") if p.is_file())
+    assert staged == ["big.onnx", "weights/big.bin"]

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import onnx
 from google.protobuf.message import DecodeError
+from onnx import external_data_helper
 
 from mmaas.errors import SourceError
 from mmaas.spec import Datatype
@@ -136,3 +137,29 @@ def _tensor(path: Path, role: str, value: onnx.ValueInfoProto) -> GraphTensor:
 
 def _supported() -> str:
     return ", ".join(onnx.TensorProto.DataType.Name(code) for code in ONNX_TO_KSERVE)
+
+
+def external_data_files(path: Path) -> tuple[str, ...]:
+    """Locations (relative to the model's folder, as ONNX records them) of the external
+    data files that hold the weights of a model saved with ``save_as_external_data``
+    (the ONNX external data format, needed above 2 GiB); empty for a self-contained file.
+
+    Raises:
+        SourceError: the file cannot be read or parsed, or a location escapes its folder.
+    """
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except (OSError, DecodeError, ValueError) as exc:
+        raise SourceError(f"{path}: cannot read the ONNX model ({exc})") from exc
+    locations = {
+        entry.value
+        for tensor in external_data_helper._get_all_tensors(model)
+        if external_data_helper.uses_external_data(tensor)
+        for entry in tensor.external_data
+        if entry.key == "location"
+    }
+    for location in locations:
+        if Path(location).is_absolute() or ".." in Path(location).parts:
+            raise SourceError(f"{path}: external data location {location!r} leaves the "
+                              "model's folder; save the weights beside the .onnx file")
+    return tuple(sorted(locations))

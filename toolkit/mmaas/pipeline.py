@@ -20,6 +20,7 @@ from mmaas import docker_engine
 from mmaas.errors import IntegrityError
 from mmaas.hashing import file_digests
 from mmaas.manifest import Manifest, atomic_write_text
+from mmaas.onnx_graph import external_data_files
 from mmaas.plan import MODEL_DIR, BuildPlan, compile_request, make_plan
 from mmaas.render import render_dockerfile
 from mmaas.spec_load import LoadedSpec, load_spec
@@ -63,7 +64,8 @@ def plan_model(model: Path, *, ca_bundle: Path | None = None,
     if buildkit is None:
         buildkit = docker_engine.client().buildkit
     plan = make_plan(loaded.spec, loaded.source_path, toolkit_dir=TOOLKIT_DIR,
-                     buildkit=buildkit, ca_bundle=bundle)
+                     buildkit=buildkit, ca_bundle=bundle,
+                     external_data=external_data_files(loaded.source_path))
     return loaded, plan
 
 

@@ -10,6 +10,7 @@ be compared byte for byte with a golden file.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -68,10 +69,12 @@ def model_info(spec: ModelSpec) -> ModelInfo:
 
 
 def make_plan(spec: ModelSpec, source: Path, *, toolkit_dir: Path, buildkit: bool,
-              ca_bundle: Path | None = None) -> BuildPlan:
+              ca_bundle: Path | None = None, external_data: Sequence[str] = ()) -> BuildPlan:
     """Plan the image of a completed ``spec`` whose ONNX file is ``source``.
 
     Args:
+        external_data: the ONNX file's external data locations (relative to its folder,
+            nested paths included); staged beside it.
         toolkit_dir: the installed ``mmaas`` package directory (copied into the image).
         buildkit: whether the builder supports ``RUN --mount`` cache mounts.
         ca_bundle: a PEM bundle trusted by pip inside the build, or None.
@@ -80,6 +83,7 @@ def make_plan(spec: ModelSpec, source: Path, *, toolkit_dir: Path, buildkit: boo
     request = {"model": asdict(compile_.model), "settings": dict(compile_.settings),
                "spec_digest": spec.digest(), "source": f"model/{source.name}"}
     files = [ContextFile(source, f"model/{source.name}"),
+             *(ContextFile(source.parent / name, f"model/{name}") for name in external_data),
              ContextFile(TEMPLATES_DIR / "requirements-runtime.txt",
                          "requirements-runtime.txt"),
              *(ContextFile(toolkit_dir / name, f"stage-lib/mmaas/{name}")
