@@ -42,6 +42,7 @@ TENSORRT_STAGE_MODULES = (
     "trtexec_args.py",
     "trtexec_log.py",
     "timing_cache.py",
+    "onnx_precision.py",
     "backends/tensorrt.py",
     "backends/tensorrt_engine.py",
     "backends/tensorrt_stage.py",

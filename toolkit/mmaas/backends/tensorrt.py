@@ -4,8 +4,8 @@ compile: runs ``trtexec`` (argv from :func:`mmaas.trtexec_args.trtexec_argv`) th
 :mod:`mmaas.proc`, parses its log (:mod:`mmaas.trtexec_log`) into the build report, and
 keeps the timing cache in the host store (:mod:`mmaas.timing_cache`): a build that fails
 with a stored cache drops it and retries once without it, and says so. On TensorRT 11
-(strongly typed only) an fp16 target is converted in the builder first (onnxconverter-
-common ``float16``, I/O types kept). load: :class:`~mmaas.backends.tensorrt_engine.
+(strongly typed only) an fp16 target is converted in the builder first and checked against
+the fp32 graph (:mod:`mmaas.onnx_precision`); int8/fp8 builds look for Q/DQ nodes. load: :class:`~mmaas.backends.tensorrt_engine.
 TensorRTEngine` (TensorRT Python API + cuda-python, imported only there). describe /
 check_compatible: GPU name, compute capability, driver, CUDA and TensorRT versions; an
 engine is refused on another compute capability or TensorRT version unless built with
@@ -31,7 +31,6 @@ from mmaas.trtexec_log import TrtexecLog, parse_trtexec_log
 ENGINE_FILE = "model.plan"
 EXPORTS_DIR = "trtexec"
 TRTEXEC_PATHS = ("/usr/src/tensorrt/bin/trtexec", "/usr/bin/trtexec")
-QDQ_OPS = {"QuantizeLinear", "DequantizeLinear"}
 WORKSPACE_TOLERANCE_MIB = 0.5
 
 
@@ -198,31 +197,25 @@ def _require_release(installed: str | None, settings: dict) -> str:
     return installed
 
 
-def _prepare_onnx(request: CompileRequest, version: str) -> tuple[Path, bool, str | None]:
+def _prepare_onnx(request: CompileRequest, version: str) -> tuple[Path, bool, dict | None]:
+    from mmaas.onnx_precision import convert_fp16, has_qdq
+
     precision = request.model.precision
     if precision in ("int8", "fp8"):
-        return request.source, _has_qdq(request.source), None
+        return request.source, has_qdq(request.source), None
     if precision == "fp16" and parse_version(version)[0] >= 11:
+        trt = request.settings.get("tensorrt", {})
         target = request.out_dir / EXPORTS_DIR / "model.fp16.onnx"
         target.parent.mkdir(parents=True, exist_ok=True)
-        _to_fp16(request.source, target)
-        return target, True, "fp16 autocast: onnxconverter_common.float16, keep_io_types"
+        report = convert_fp16(
+            request.source,
+            target,
+            request.model,
+            float(trt.get("tolerance_atol", 0.02)),
+            float(trt.get("tolerance_rtol", 0.02)),
+        )
+        return target, True, report
     return request.source, False, None
-
-
-def _has_qdq(source: Path) -> bool:
-    import onnx
-
-    graph = onnx.load(str(source), load_external_data=False).graph
-    return any(node.op_type in QDQ_OPS for node in graph.node)
-
-
-def _to_fp16(source: Path, target: Path) -> None:
-    import onnx
-    from onnxconverter_common import float16
-
-    model = float16.convert_float_to_float16(onnx.load(str(source)), keep_io_types=True)
-    onnx.save(model, str(target))
 
 
 def _calibration(request: CompileRequest, trt: dict) -> str | None:
