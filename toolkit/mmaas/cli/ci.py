@@ -152,7 +152,7 @@ def local(
     """
     run_local(
         repo.resolve(),
-        workflow,
+        workflow.resolve(),
         parse_registry(registry),
         event_path=event_path,
         base=base,

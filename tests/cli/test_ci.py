@@ -1,0 +1,219 @@
+"""``mmaas ci changed|summary|local`` on real git repositories and event files."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from git_repos import ZEROS, GitRepo
+from mmaas.ci_git import Git
+from mmaas.ci_local import push_event
+from mmaas.cli.ci import command
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> GitRepo:
+    made = GitRepo(tmp_path / "repo")
+    made.model("a")
+    made.model("b", backend="tensorrt")
+    made.write(".github/mmaas-runners.json", '{"default": "ubuntu-24.04", "tensorrt": "gpu"}')
+    made.commit("initial")
+    return made
+
+
+def run(*args: str, env: dict[str, str] | None = None):
+    outcome = CliRunner().invoke(command, list(args), env=env or {"GITHUB_ACTIONS": ""})
+    assert outcome.exit_code == 0, outcome.output
+    return outcome
+
+
+def write_event(tmp_path: Path, event: dict) -> Path:
+    path = tmp_path / "event.json"
+    path.write_text(json.dumps(event))
+    return path
+
+
+def test_changed_reads_a_push_event_and_writes_github_outputs(
+    repo: GitRepo, tmp_path: Path
+) -> None:
+    before = repo.head()
+    repo.model("b", backend="tensorrt", version="2")
+    after = repo.commit()
+    event = write_event(
+        tmp_path,
+        {
+            "before": before,
+            "after": after,
+            "ref": "refs/heads/main",
+            "repository": {"default_branch": "main"},
+        },
+    )
+    outputs = tmp_path / "github_output"
+    outcome = run(
+        "changed", "--event", str(event), "--repo", str(repo.path), "--github-output", str(outputs)
+    )
+    printed = json.loads(outcome.stdout)
+    assert printed["include"] == [
+        {"model": "b", "path": "models/b", "backend": "tensorrt", "runner": "gpu"}
+    ]
+    assert printed["since"] == before and printed["head"] == after
+    lines = outputs.read_text().splitlines()
+    assert lines == [
+        'matrix={"include":[{"model":"b","path":"models/b","backend":"tensorrt","runner":"gpu"}]}',
+        "count=1",
+        "deleted=[]",
+    ]
+
+
+def test_changed_on_a_pull_request_diffs_from_its_base(repo: GitRepo, tmp_path: Path) -> None:
+    base = repo.head()
+    repo.git("checkout", "--quiet", "-b", "feature")
+    repo.model("a", version="2")
+    repo.commit()
+    event = write_event(
+        tmp_path,
+        {"pull_request": {"base": {"sha": base}}, "repository": {"default_branch": "main"}},
+    )
+    printed = json.loads(run("changed", "--event", str(event), "--repo", str(repo.path)).stdout)
+    assert [entry["model"] for entry in printed["include"]] == ["a"]
+
+
+def test_changed_with_a_thin_act_event_warns_and_builds_everything_c22(
+    repo: GitRepo, tmp_path: Path
+) -> None:
+    event = write_event(tmp_path, {"ref": "refs/heads/main"})
+    outputs = tmp_path / "github_output"
+    outcome = run(
+        "changed",
+        "--event",
+        str(event),
+        "--repo",
+        str(repo.path),
+        "--github-output",
+        str(outputs),
+        env={"GITHUB_ACTIONS": "true"},
+    )
+    assert "::warning::the event names no base commit" in outcome.stderr
+    assert "count=2" in outputs.read_text().splitlines()
+
+
+def test_changed_for_a_new_branch_event_diffs_from_the_merge_base_c19(
+    repo: GitRepo, tmp_path: Path
+) -> None:
+    repo.git("checkout", "--quiet", "-b", "feature")
+    repo.write("docs/notes.md")
+    after = repo.commit()
+    event = write_event(
+        tmp_path,
+        {
+            "before": ZEROS,
+            "after": after,
+            "ref": "refs/heads/feature",
+            "repository": {"default_branch": "main"},
+        },
+    )
+    outputs = tmp_path / "github_output"
+    printed = json.loads(
+        run(
+            "changed",
+            "--event",
+            str(event),
+            "--repo",
+            str(repo.path),
+            "--github-output",
+            str(outputs),
+        ).stdout
+    )
+    assert printed["include"] == [] and printed["warnings"] == []
+    assert 'matrix={"include":[]}' in outputs.read_text().splitlines()
+
+
+def test_changed_for_a_branch_deletion_builds_nothing(repo: GitRepo, tmp_path: Path) -> None:
+    event = write_event(
+        tmp_path, {"before": repo.head(), "after": ZEROS, "deleted": True, "ref": "refs/heads/gone"}
+    )
+    printed = json.loads(run("changed", "--event", str(event), "--repo", str(repo.path)).stdout)
+    assert printed["include"] == [] and "deletes refs/heads/gone" in printed["reason"]
+
+
+def test_summary_writes_one_table_row(tmp_path: Path) -> None:
+    build = tmp_path / "build.json"
+    build.write_text(
+        json.dumps(
+            {
+                "image": "mmaas/a:1",
+                "image_id": "sha256:" + "1" * 64,
+                "engine": {"blake3": "blake3:" + "2" * 64},
+                "seconds": 12.345,
+            }
+        )
+    )
+    push = tmp_path / "push.json"
+    push.write_text(json.dumps({"reference": "127.0.0.1:5000/x/a@sha256:" + "3" * 64}))
+    table = run(
+        "summary",
+        "--model",
+        "a",
+        "--backend",
+        "onnxruntime",
+        "--build",
+        str(build),
+        "--push",
+        str(push),
+    ).stdout.splitlines()
+    assert table[0] == "| model | backend | engine hash | image digest | build time |"
+    assert table[2] == (
+        f"| a | onnxruntime | `blake3:{'2' * 64}` | "
+        f"`127.0.0.1:5000/x/a@sha256:{'3' * 64}` | 12.3 s |"
+    )
+    unpushed = run(
+        "summary",
+        "--model",
+        "a",
+        "--backend",
+        "onnxruntime",
+        "--build",
+        str(build),
+        "--push",
+        str(tmp_path / "absent.json"),
+    ).stdout
+    assert "not pushed (local `mmaas/a:1`" in unpushed
+
+
+def test_local_dry_run_maps_every_runner_label_and_keeps_secrets_off_argv(
+    repo: GitRepo, monkeypatch
+) -> None:
+    monkeypatch.chdir(repo.path)
+    workflow = repo.path / ".github" / "workflows" / "models.yml"
+    workflow.parent.mkdir(parents=True)
+    workflow.write_text("on: push\n")
+    env = {"MMAAS_REGISTRY_USER": "me", "MMAAS_REGISTRY_PASSWORD": "s3cret-value"}
+    outcome = run(
+        "local", "--registry", "127.0.0.1:5000/e2e", "--base", "HEAD", "--dry-run", env=env
+    )
+    argv = shlex.split(outcome.stdout)
+    assert argv[1:4] == ["push", "--workflows", str(workflow.resolve())]
+    assert argv[4] == "--eventpath" and argv[5].endswith("event.json")
+    assert "MMAAS_REGISTRY=127.0.0.1:5000/e2e" in argv
+    platforms = [argv[i + 1] for i, arg in enumerate(argv) if arg == "--platform"]
+    assert platforms == ["ubuntu-24.04=-self-hosted", "gpu=-self-hosted"]
+    assert "--secret-file" in argv
+    assert "s3cret-value" not in outcome.output
+
+
+def test_local_push_event_names_both_commits_or_leaves_before_out(repo: GitRepo) -> None:
+    first = repo.head()
+    repo.model("a", version="2")
+    second = repo.commit()
+    event = push_event(Git(repo.path), "HEAD~1", "HEAD")
+    assert event == {
+        "before": first,
+        "after": second,
+        "ref": "refs/heads/main",
+        "repository": {"default_branch": "main"},
+    }
+    assert "before" not in push_event(Git(repo.path), "HEAD~5", "HEAD")

@@ -1,0 +1,181 @@
+"""Pytest plugin: a real container registry (Debian's ``docker-registry``, distribution 2.8)
+with htpasswd auth on a loopback port, and a tiny local image to push.
+
+Load it from tests/conftest.py with ``pytest_plugins = ["registry_fixtures"]``. Every
+registry runs in the test's tmp_path (its storage, config and htpasswd file) and is
+stopped by PID when the test ends.
+"""
+
+from __future__ import annotations
+
+import io
+import secrets
+import shutil
+import socket
+import subprocess
+import tarfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import bcrypt
+import pytest
+import yaml
+
+from mmaas import docker_engine
+from mmaas.errors import DockerError
+
+REGISTRY_BINARY = "docker-registry"
+READY_TIMEOUT_S = 15.0
+ENGINE_LABEL_VALUE = "blake3:" + "ab12" * 16
+
+
+@dataclass
+class LocalRegistry:
+    """A running registry at ``host`` (``127.0.0.1:PORT``) accepting ``user``/``password``."""
+
+    folder: Path
+    port: int
+    user: str
+    password: str = field(repr=False)
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def host(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> LocalRegistry:
+        """Start ``docker-registry serve`` and wait until ``/v2/`` answers (401)."""
+        config = write_config(self.folder, self.port, self.user, self.password)
+        log = (self.folder / "registry.log").open("ab")
+        self.process = subprocess.Popen(
+            [REGISTRY_BINARY, "serve", str(config)], stdout=log, stderr=subprocess.STDOUT
+        )
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"docker-registry exited: {self.log_tail()}")
+            if v2_status(self.host) is not None:
+                return self
+            time.sleep(0.1)
+        raise RuntimeError(f"docker-registry not ready in {READY_TIMEOUT_S} s: {self.log_tail()}")
+
+    def stop(self) -> None:
+        """Stop the registry process we started (by its PID) and wait for it."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=10)
+        self.process = None
+
+    def log_tail(self) -> str:
+        path = self.folder / "registry.log"
+        return path.read_text(errors="replace")[-2000:] if path.exists() else ""
+
+
+def write_config(folder: Path, port: int, user: str, password: str) -> Path:
+    """Write htpasswd (bcrypt, as distribution requires) and a registry config.yml."""
+    folder.mkdir(parents=True, exist_ok=True)
+    hashed = bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds=5)).decode()
+    (folder / "htpasswd").write_text(f"{user}:{hashed}\n")
+    config = folder / "config.yml"
+    settings = {
+        "version": 0.1,
+        "log": {"level": "warn"},
+        "storage": {
+            "filesystem": {"rootdirectory": str(folder / "data")},
+            "delete": {"enabled": True},
+        },
+        "http": {"addr": f"127.0.0.1:{port}", "secret": secrets.token_hex(16)},
+        "auth": {"htpasswd": {"realm": "mmaas-test", "path": str(folder / "htpasswd")}},
+    }
+    config.write_text(yaml.safe_dump(settings))
+    return config
+
+
+def v2_status(host: str) -> int | None:
+    """HTTP status of ``GET http://host/v2/`` (401 when up with auth); None when down."""
+    try:
+        with urllib.request.urlopen(f"http://{host}/v2/", timeout=1) as answer:
+            return int(answer.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except OSError:
+        return None
+
+
+def free_port() -> int:
+    """A TCP port free on loopback right now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def docker_or_skip() -> docker_engine.DockerClient:
+    """The Docker client, or skip the test when no engine runs (scripts/setup.sh starts it)."""
+    try:
+        return docker_engine.client()
+    except DockerError as exc:
+        pytest.skip(f"no Docker engine: {exc}")
+
+
+@pytest.fixture
+def make_registry(tmp_path: Path) -> Iterator[object]:
+    """Factory ``make_registry(start=True) -> LocalRegistry``; all are stopped at the end."""
+    if shutil.which(REGISTRY_BINARY) is None:
+        pytest.skip("docker-registry is not installed (scripts/setup.sh installs it)")
+    made: list[LocalRegistry] = []
+
+    def make(start: bool = True) -> LocalRegistry:
+        registry = LocalRegistry(
+            tmp_path / f"registry-{len(made)}", free_port(), "ci-user", secrets.token_urlsafe(12)
+        )
+        made.append(registry)
+        return registry.start() if start else registry
+
+    yield make
+    for registry in made:
+        registry.stop()
+
+
+@pytest.fixture
+def local_registry(make_registry) -> LocalRegistry:
+    """One running registry with htpasswd auth on a loopback port."""
+    return make_registry()
+
+
+@pytest.fixture
+def tiny_image() -> Iterator[str]:
+    """A few-file image made with ``docker import`` (no pulls), labelled like an mmaas
+    image (``io.mmaas.engine.blake3``); removed afterwards with every tag it got."""
+    client = docker_or_skip()
+    reference = f"mmaas-test/tiny:{secrets.token_hex(4)}"
+    archive = io.BytesIO()
+    with tarfile.open(fileobj=archive, mode="w") as tar:
+        for name, text in {"hello.txt": "hello\n", "opt/mmaas/model/engine": reference}.items():
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    image_id = (
+        subprocess.run(
+            client.argv(
+                "import",
+                "--change",
+                f"LABEL io.mmaas.engine.blake3={ENGINE_LABEL_VALUE}",
+                "-",
+                reference,
+            ),
+            input=archive.getvalue(),
+            capture_output=True,
+            check=True,
+        )
+        .stdout.decode()
+        .strip()
+    )
+    yield reference
+    subprocess.run(
+        client.argv("image", "rm", "--force", image_id), capture_output=True, check=False
+    )

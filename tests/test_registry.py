@@ -1,0 +1,257 @@
+"""Pushing to a real registry (docker-registry with htpasswd auth on loopback)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from mmaas import docker_engine, proc
+from mmaas.cli import push as push_cli
+from mmaas.errors import RegistryError, UsageError
+from mmaas.registry import (
+    Credentials,
+    RegistryTarget,
+    credentials_from_env,
+    engine_tag,
+    parse_registry,
+    push_image,
+)
+from registry_fixtures import ENGINE_LABEL_VALUE, LocalRegistry
+
+MANIFEST_TYPES = (
+    "application/vnd.docker.distribution.manifest.v2+json, "
+    "application/vnd.oci.image.manifest.v1+json"
+)
+
+
+def stored_digest(registry: LocalRegistry, repository: str, tag: str) -> str:
+    """The digest the registry itself reports for ``repository:tag`` (HEAD manifest)."""
+    request = urllib.request.Request(
+        f"http://{registry.host}/v2/{repository}/manifests/{tag}",
+        method="HEAD",
+        headers={"Accept": MANIFEST_TYPES},
+    )
+    token = base64.b64encode(f"{registry.user}:{registry.password}".encode()).decode()
+    request.add_header("Authorization", f"Basic {token}")
+    with urllib.request.urlopen(request, timeout=5) as answer:
+        return str(answer.headers["Docker-Content-Digest"])
+
+
+def docker_config_file() -> Path:
+    return Path(os.environ.get("DOCKER_CONFIG", Path.home() / ".docker")) / "config.json"
+
+
+def config_snapshot() -> bytes | None:
+    path = docker_config_file()
+    return path.read_bytes() if path.exists() else None
+
+
+def test_parse_registry_and_engine_tag() -> None:
+    assert parse_registry("127.0.0.1:5000/mmaas") == RegistryTarget("127.0.0.1:5000", "mmaas")
+    assert parse_registry("ghcr.io/org/team/").repository("m") == "ghcr.io/org/team/m"
+    assert parse_registry("127.0.0.1:5000").repository("m") == "127.0.0.1:5000/m"
+    with pytest.raises(UsageError, match="HOST:PORT/NAMESPACE"):
+        parse_registry("host/Upper")
+    assert engine_tag("blake3:" + "0123456789abcdef" * 4) == "blake3-0123456789abcdef"
+    with pytest.raises(UsageError):
+        engine_tag("no-hash")
+
+
+def test_credentials_come_from_the_environment_only_with_a_password() -> None:
+    found = credentials_from_env({"MMAAS_REGISTRY_USER": "u", "MMAAS_REGISTRY_PASSWORD": "p"})
+    assert found == Credentials("u", "p") and "p" not in repr(found)
+    assert credentials_from_env({"MMAAS_REGISTRY_USER": "u"}) is None  # docker's own login
+    with pytest.raises(UsageError, match="MMAAS_REGISTRY_USER is not"):
+        credentials_from_env({"MMAAS_REGISTRY_PASSWORD": "p"})
+
+
+@pytest.mark.docker
+def test_push_pull_back_and_digests_agree(
+    local_registry: LocalRegistry, tiny_image: str, tmp_path: Path, monkeypatch
+) -> None:
+    argvs: list[list[str]] = []
+    real_run = proc.run
+
+    def recording_run(argv, **kwargs):  # spy: records each argv, then runs it for real
+        argvs.append(list(argv))
+        return real_run(argv, **kwargs)
+
+    monkeypatch.setattr(proc, "run", recording_run)
+    before = config_snapshot()
+    target = RegistryTarget(local_registry.host, "mmaas")
+    creds = Credentials(local_registry.user, local_registry.password)
+    result = push_image(tiny_image, target, "tiny", "1.0.0", credentials=creds)
+
+    assert result.tags == ("1.0.0", "blake3-" + "ab12" * 4)
+    assert result.engine == ENGINE_LABEL_VALUE
+    assert result.reference == f"{local_registry.host}/mmaas/tiny@{result.digest}"
+    for tag in result.tags:
+        assert stored_digest(local_registry, "mmaas/tiny", tag) == result.digest
+    assert not any(local_registry.password in arg for argv in argvs for arg in argv)
+    assert config_snapshot() == before  # credentials lived in a deleted temp config only
+
+    client = docker_engine.client()
+    subprocess.run(
+        client.argv(
+            "image",
+            "rm",
+            "--force",
+            tiny_image,
+            *(f"{result.repository}:{tag}" for tag in result.tags),
+        ),
+        check=True,
+        capture_output=True,
+    )
+    config = tmp_path / "docker-config"
+    subprocess.run(
+        client.argv(
+            "--config",
+            str(config),
+            "login",
+            "--username",
+            local_registry.user,
+            "--password-stdin",
+            local_registry.host,
+        ),
+        input=local_registry.password.encode(),
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(
+        client.argv("--config", str(config), "pull", result.reference),
+        check=True,
+        capture_output=True,
+    )
+    pulled = docker_engine.inspect_image(result.reference)
+    assert result.reference in pulled["RepoDigests"]
+    assert docker_engine.image_labels(result.reference)["io.mmaas.engine.blake3"] == result.engine
+
+
+@pytest.mark.docker
+def test_a_wrong_password_fails_at_once_without_retries(
+    local_registry: LocalRegistry, tiny_image: str
+) -> None:
+    target = RegistryTarget(local_registry.host, "mmaas")
+    started = time.monotonic()
+    with pytest.raises(RegistryError, match="refused the credentials") as caught:
+        push_image(
+            tiny_image,
+            target,
+            "tiny",
+            "1.0.0",
+            credentials=Credentials(local_registry.user, "wrong"),
+            attempts=3,
+            backoff_s=5.0,
+        )
+    assert time.monotonic() - started < 5.0  # no backoff wait: auth errors are final
+    assert caught.value.exit_code == 1
+    assert "wrong" not in str(caught.value)
+
+
+@pytest.mark.docker
+def test_a_stopped_registry_is_reported_after_the_retries(make_registry, tiny_image: str) -> None:
+    registry = make_registry()
+    registry.stop()
+    with pytest.raises(RegistryError, match=r"cannot be reached .* after 2 attempt\(s\)"):
+        push_image(
+            tiny_image,
+            RegistryTarget(registry.host, "mmaas"),
+            "tiny",
+            "1.0.0",
+            credentials=Credentials(registry.user, registry.password),
+            attempts=2,
+            backoff_s=0.1,
+        )
+    with pytest.raises(RegistryError, match="cannot be reached"):  # docker's own config
+        push_image(
+            tiny_image,
+            RegistryTarget(registry.host, "mmaas"),
+            "tiny",
+            "1.0.0",
+            credentials=None,
+            attempts=1,
+        )
+
+
+@pytest.mark.docker
+def test_a_registry_that_comes_up_late_is_reached_by_the_retries(
+    make_registry, tiny_image: str
+) -> None:
+    registry = make_registry(start=False)
+    starter = threading.Timer(1.0, registry.start)
+    starter.start()
+    try:
+        result = push_image(
+            tiny_image,
+            RegistryTarget(registry.host, "late"),
+            "tiny",
+            "2.0",
+            credentials=Credentials(registry.user, registry.password),
+            attempts=5,
+            backoff_s=0.5,
+        )
+    finally:
+        starter.join()
+    assert stored_digest(registry, "late/tiny", "2.0") == result.digest
+
+
+@pytest.mark.docker
+def test_an_image_without_the_engine_label_is_refused(
+    local_registry: LocalRegistry, tiny_image: str
+) -> None:
+    client = docker_engine.client()
+    unlabelled = tiny_image + "-unlabelled"
+    subprocess.run(
+        client.argv("import", "-", unlabelled), input=b"\0" * 1024, check=False, capture_output=True
+    )
+    try:
+        with pytest.raises(UsageError, match=r"io\.mmaas\.engine\.blake3"):
+            push_image(
+                unlabelled,
+                RegistryTarget(local_registry.host, "mmaas"),
+                "tiny",
+                "1",
+                credentials=None,
+            )
+    finally:
+        subprocess.run(
+            client.argv("image", "rm", "--force", unlabelled), check=False, capture_output=True
+        )
+
+
+@pytest.mark.docker
+def test_push_command_prints_the_digest_as_json(
+    local_registry: LocalRegistry, tiny_image: str, ppocr_models
+) -> None:
+    model_dir = ppocr_models["ppocr-cls"].parent
+    env = {
+        "MMAAS_REGISTRY_USER": local_registry.user,
+        "MMAAS_REGISTRY_PASSWORD": local_registry.password,
+    }
+    outcome = CliRunner().invoke(
+        push_cli.command,
+        [
+            str(model_dir),
+            "--registry",
+            f"{local_registry.host}/ci",
+            "--image",
+            tiny_image,
+            "--json",
+        ],
+        env=env,
+    )
+    assert outcome.exit_code == 0, outcome.output
+    printed = json.loads(outcome.stdout)
+    assert printed["repository"] == f"{local_registry.host}/ci/ppocr-cls"
+    assert printed["tags"] == ["1.0.0", "blake3-" + "ab12" * 4]
+    assert printed["digest"] == stored_digest(local_registry, "ci/ppocr-cls", "1.0.0")
+    assert local_registry.password not in outcome.output
