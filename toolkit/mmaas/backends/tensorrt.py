@@ -22,7 +22,7 @@ from typing import Any
 from mmaas import proc
 from mmaas.backends import CompileRequest, CompileResult
 from mmaas.compat import min_driver, parse_version
-from mmaas.errors import BuildError, CompatibilityError
+from mmaas.errors import BuildError, CompatibilityError, ProcessError
 from mmaas.gpu import no_gpu_message, query_gpus
 from mmaas.manifest import Manifest
 from mmaas.trtexec_args import trtexec_argv
@@ -230,10 +230,14 @@ def _trtexec() -> str:
 
 
 def _run(argv: list[str], exports: Path) -> TrtexecLog:
-    done = proc.run(argv, check=False, what="trtexec")
-    text = done.stdout + ("\n" + done.stderr if done.stderr else "")
+    """Run trtexec, echoing its output (stderr merged, so [E] lines stay in order) to the
+    build log; a failed run is parsed from the output's tail that ProcessError keeps."""
+    try:
+        text, code = proc.stream(argv, what="trtexec"), 0
+    except ProcessError as exc:
+        text, code = exc.output_tail, exc.returncode
     (exports / "trtexec.log").write_text(text)
-    return parse_trtexec_log(text, done.returncode)
+    return parse_trtexec_log(text, code)
 
 
 def _check_engine(request: CompileRequest, log: TrtexecLog) -> None:

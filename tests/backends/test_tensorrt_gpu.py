@@ -1,0 +1,85 @@
+"""TensorRT for real, on a GPU host: build the ppocr-det engine at fp16 with trtexec,
+rebuild proving the timing cache was reused, serve it over KServe v2 gRPC and compare with
+ONNX Runtime within the spec's tolerance. Skipped (with the reason) where nvidia-smi or
+trtexec is missing, as on the project's CPU machines."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import tritonclient.grpc as triton
+
+from mmaas.backends.tensorrt import TRTEXEC_PATHS, TensorRTBackend, tensorrt_version
+from mmaas.manifest import Manifest
+from mmaas.plan import compile_request
+from mmaas.spec_load import parse_spec
+from mmaas.stage import build_model_dir
+
+ROOT = Path(__file__).resolve().parents[2]
+DET = ROOT / "models" / "ppocr-det" / "model.yaml"
+HAS_TRTEXEC = shutil.which("trtexec") or any(Path(p).is_file() for p in TRTEXEC_PATHS)
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(shutil.which("nvidia-smi") is None, reason="no nvidia-smi: no GPU here"),
+    pytest.mark.skipif(not HAS_TRTEXEC, reason="no trtexec on this host (TensorRT not installed)"),
+]
+
+
+def det_spec(verify_cache: bool):
+    release = ".".join((tensorrt_version() or "0.0").split(".")[:2])
+    text = DET.read_text().replace("backend: onnxruntime", "backend: tensorrt")
+    text = text.replace("target_precision: fp32", "target_precision: fp16")
+    text += (
+        f'build:\n  tensorrt:\n    version: "{release}"\n'
+        f"    timing_cache_verify: {str(verify_cache).lower()}\n"
+    )
+    return parse_spec(text, DET)
+
+
+def build(tmp_path: Path, name: str, verify_cache: bool) -> tuple[Manifest, object]:
+    loaded = det_spec(verify_cache)
+    request = compile_request(loaded.spec, loaded.source_path, tmp_path / name)
+    request = replace(request, cache_dir=tmp_path / "timing-caches")
+    return build_model_dir(request, loaded.spec.digest(), tmp_path / name), loaded
+
+
+def test_build_fp16_reuse_cache_serve_and_match_onnxruntime(tmp_path: Path) -> None:
+    manifest, loaded = build(tmp_path, "first", verify_cache=False)
+    compiled = manifest.report["compile"]
+    assert compiled["trtexec"]["outcome"] == "passed"
+    assert compiled["trtexec"]["workspace_mib"] == pytest.approx(2048, abs=0.5)
+    assert compiled["timing_cache"]["stored_bytes"] > 0
+    assert manifest.backend["gpu"]["compute_capability"]
+    TensorRTBackend().check_compatible(manifest)
+
+    again, _ = build(tmp_path, "second", verify_cache=True)  # --errorOnTimingCacheMiss
+    assert again.report["compile"]["timing_cache"]["reused"]
+    assert again.report["compile"]["trtexec"]["timing_cache"]["loaded_bytes"] > 0
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from server.conftest import launch  # the server fixtures' launcher
+
+    server = launch(tmp_path / "first", tmp_path / "server.log")
+    try:
+        server.wait_serving()
+        x = np.random.default_rng(0).random((1, 3, 640, 640), dtype=np.float32)
+        request = triton.InferInput("x", list(x.shape), "FP32")
+        request.set_data_from_numpy(x)
+        got = server.client().infer("ppocr-det", [request]).as_numpy("sigmoid_0.tmp_0")
+        want = ort.InferenceSession(str(loaded.source_path)).run(None, {"x": x})[0]
+        trt = loaded.spec.build.tensorrt
+        assert np.allclose(got, want, atol=trt.tolerance_atol, rtol=trt.tolerance_rtol), (
+            f"max abs diff {np.abs(got - want).max()}"
+        )
+        outside = triton.InferInput("x", [1, 3, 2048, 2048], "FP32")
+        outside.set_data_from_numpy(np.zeros((1, 3, 2048, 2048), np.float32))
+        with pytest.raises(triton.InferenceServerException, match="optimization profile"):
+            server.client().infer("ppocr-det", [outside])
+    finally:
+        server.stop()
