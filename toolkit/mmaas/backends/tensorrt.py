@@ -5,8 +5,9 @@ compile: runs ``trtexec`` (argv from :func:`mmaas.trtexec_args.trtexec_argv`) th
 keeps the timing cache in the host store (:mod:`mmaas.timing_cache`): a build that fails
 with a stored cache drops it and retries once without it, and says so. On TensorRT 11
 (strongly typed only) an fp16 target is converted in the builder first and checked against
-the fp32 graph (:mod:`mmaas.onnx_precision`); int8/fp8 builds look for Q/DQ nodes. load: :class:`~mmaas.backends.tensorrt_engine.
-TensorRTEngine` (TensorRT Python API + cuda-python, imported only there). describe /
+the fp32 graph (:mod:`mmaas.onnx_precision`); int8/fp8 builds look for Q/DQ nodes.
+load: :class:`~mmaas.backends.tensorrt_engine.TensorRTEngine` (TensorRT Python API +
+cuda-python, imported only there). describe /
 check_compatible: GPU name, compute capability, driver, CUDA and TensorRT versions; an
 engine is refused on another compute capability or TensorRT version unless built with
 hardware / version compatibility, and on a driver older than its CUDA needs (C9, C10, C12).
