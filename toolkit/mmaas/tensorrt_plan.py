@@ -40,6 +40,7 @@ TENSORRT_STAGE_MODULES = (
     "compat.py",
     "gpu.py",
     "trtexec_args.py",
+    "trtexec_shapes.py",
     "trtexec_log.py",
     "timing_cache.py",
     "onnx_precision.py",
