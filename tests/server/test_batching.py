@@ -56,7 +56,7 @@ def test_concurrent_requests_are_batched_and_each_caller_gets_its_rows(
     assert server.metric("nv_inference_request_success", **labels) == 16
     executions = server.metric("nv_inference_exec_count", **labels)
     assert executions <= 4, f"16 concurrent rows ran in {executions} executions: no batching"
-    assert server.metric("mmaas_batch_size_bucket", le="1.0", **labels) < executions
+    assert server.metric("mmaas_batch_size_bucket", le="1", **labels) < executions
     config = server.client().get_model_config("ppocr-cls").config
     assert list(config.dynamic_batching.preferred_batch_size) == [8]
 
@@ -80,12 +80,20 @@ def slow_det_request(server: RunningServer) -> np.ndarray:
     return infer(server, "ppocr-det", np.zeros((4, 3, 1280, 1280), np.float32))
 
 
+def wait_inflight(server: RunningServer, count: int, timeout: float = 60.0) -> None:
+    """Wait until the server holds ``count`` requests (received, queued or computing)."""
+    deadline = time.monotonic() + timeout
+    while server.metric("mmaas_inflight_requests") < count:
+        assert time.monotonic() < deadline, f"never {count} requests in flight"
+        time.sleep(0.05)
+
+
 def test_full_queue_is_refused_at_once(start_server: StartServer, det_dir: Path) -> None:
     server = start_server(det_dir, MMAAS_MAX_QUEUE_SIZE="1")
     small = np.zeros((1, 3, 32, 32), np.float32)
     with ThreadPoolExecutor(4) as pool:
         slow = pool.submit(slow_det_request, server)
-        time.sleep(1.0)  # the slow request now runs; the queue is empty
+        wait_inflight(server, 1)  # the slow request now runs; the queue is empty
         statuses = list(
             pool.map(lambda _: status_of(lambda: infer(server, "ppocr-det", small)), range(3))
         )
@@ -99,7 +107,7 @@ def test_expired_request_is_not_computed(start_server: StartServer, det_dir: Pat
     small = np.zeros((1, 3, 32, 32), np.float32)
     with ThreadPoolExecutor(2) as pool:
         slow = pool.submit(slow_det_request, server)
-        time.sleep(1.0)
+        wait_inflight(server, 1)
         late = status_of(lambda: infer(server, "ppocr-det", small, client_timeout=0.3))
         slow.result()
     assert late == "DEADLINE_EXCEEDED"
@@ -121,7 +129,7 @@ def test_a_slow_request_does_not_block_another_instance(
     small = np.zeros((1, 3, 32, 32), np.float32)
     with ThreadPoolExecutor(2) as pool:
         slow = pool.submit(timed, "slow", lambda: slow_det_request(server))
-        time.sleep(0.5)
+        wait_inflight(server, 1)
         fast = pool.submit(timed, "fast", lambda: infer(server, "ppocr-det", small))
         slow.result(), fast.result()
     assert finished["fast"] < finished["slow"]

@@ -15,7 +15,8 @@ as Triton names them so existing dashboards work:
 
 and mmaas's own: gauge ``mmaas_inflight_requests``, histogram ``mmaas_batch_size`` (rows
 per engine run). Counters are written on the event loop and read by the HTTP thread
-under one lock.
+under one lock. The text is written here rather than by prometheus-client, whose
+exposition renames every counter family to ``<name>_total`` (Triton's are not).
 """
 
 from __future__ import annotations
@@ -23,15 +24,14 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from prometheus_client import CollectorRegistry, start_http_server
-from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
-
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
 FAILURE_REASONS = ("REJECTED", "CANCELED", "BACKEND", "OTHER")
+Sample = tuple[str, dict[str, str], float]  # (name suffix, extra labels, value)
 DURATIONS = ("request", "queue", "compute_input", "compute_infer", "compute_output")
 
 
@@ -113,80 +113,119 @@ class ModelMetrics:
                 "last_inference_ms": self.last_inference_ms,
             }
 
-    def collect(self) -> Iterator[Metric]:
-        """Prometheus collector protocol: yield every metric family."""
-        data, names, values = self.snapshot(), list(self.labels), list(self.labels.values())
-        yield _counter(
+    def exposition(self) -> str:
+        """Every metric in the Prometheus text format 0.0.4, Triton's names verbatim
+        (counters carry no ``_total`` suffix, as Triton exposes them)."""
+        data = self.snapshot()
+        lines: list[str] = []
+        family = _Family(lines, self.labels)
+        family.add(
             "nv_inference_request_success",
+            "counter",
             "Successful requests",
-            names,
-            [(values, data["success"])],
+            [("", {}, data["success"])],
         )
-        yield _counter(
+        family.add(
             "nv_inference_request_failure",
+            "counter",
             "Failed requests",
-            [*names, "reason"],
-            [([*values, r], data["failures"].get(r, 0)) for r in FAILURE_REASONS],
+            [("", {"reason": r}, data["failures"].get(r, 0)) for r in FAILURE_REASONS],
         )
-        yield _counter(
+        family.add(
             "nv_inference_count",
+            "counter",
             "Inferences (batch rows) performed",
-            names,
-            [(values, data["inference_count"])],
+            [("", {}, data["inference_count"])],
         )
-        yield _counter(
+        family.add(
             "nv_inference_exec_count",
-            "Engine executions (batches) performed",
-            names,
-            [(values, data["execution_count"])],
+            "counter",
+            "Engine executions (batches)",
+            [("", {}, data["execution_count"])],
         )
         for part in DURATIONS:
-            yield _counter(
+            family.add(
                 f"nv_inference_{part}_duration_us",
+                "counter",
                 f"Cumulative {part.replace('_', ' ')} duration in microseconds",
-                names,
-                [(values, data["duration_ns"].get(part, 0) // 1000)],
+                [("", {}, data["duration_ns"].get(part, 0) // 1000)],
             )
-        pending = GaugeMetricFamily(
+        family.add(
             "nv_inference_pending_request_count",
+            "gauge",
             "Requests queued for an engine instance",
-            labels=names,
+            [("", {}, data["pending"])],
         )
-        pending.add_metric(values, data["pending"])
-        yield pending
-        inflight = GaugeMetricFamily(
-            "mmaas_inflight_requests", "Requests being handled (queued or computing)", labels=names
+        family.add(
+            "mmaas_inflight_requests",
+            "gauge",
+            "Requests being handled (queued or computing)",
+            [("", {}, data["inflight"])],
         )
-        inflight.add_metric(values, data["inflight"])
-        yield inflight
-        yield _batch_histogram(names, values, data["batches"])
+        family.add(
+            "mmaas_batch_size",
+            "histogram",
+            "Rows per engine execution",
+            _batch_histogram(data["batches"]),
+        )
+        return "\n".join(lines) + "\n"
 
-    def serve_http(self, host: str, port: int) -> Any:
-        """Serve ``/metrics`` on ``host:port`` in a daemon thread; returns the HTTP server
-        (call ``shutdown()`` to stop it). Raises OSError when the port is taken."""
-        registry = CollectorRegistry(auto_describe=False)
-        registry.register(self)  # type: ignore[arg-type]
-        server, _thread = start_http_server(port, addr=host, registry=registry)
+    def serve_http(self, host: str, port: int) -> ThreadingHTTPServer:
+        """Serve ``GET /metrics`` on ``host:port`` from a daemon thread; returns the HTTP
+        server (``shutdown()`` stops it). Raises OSError when the port is taken."""
+        metrics = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                if self.path.split("?")[0] != "/metrics":
+                    self.send_error(404, "only /metrics is served here")
+                    return
+                body = metrics.exposition().encode()
+                self.send_response(200)
+                self.send_header("Content-Type", CONTENT_TYPE)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return  # scrapes are not worth a log line each
+
+        server = ThreadingHTTPServer((host, port), Handler)
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, name="mmaas-metrics", daemon=True).start()
         return server
 
 
-def _counter(
-    name: str, doc: str, labels: list[str], samples: list[tuple[list[str], float]]
-) -> Metric:
-    """A counter family whose samples keep Triton's exact names (no ``_total`` suffix)."""
-    family = Metric(name, doc, "counter")
-    for label_values, value in samples:
-        family.add_sample(name, dict(zip(labels, label_values, strict=True)), value)
-    return family
+class _Family:
+    """Appends one metric family (HELP, TYPE, samples) to ``lines``."""
+
+    def __init__(self, lines: list[str], labels: dict[str, str]) -> None:
+        self.lines = lines
+        self.labels = labels
+
+    def add(self, name: str, kind: str, doc: str, samples: list[Sample]) -> None:
+        self.lines += [f"# HELP {name} {doc}", f"# TYPE {name} {kind}"]
+        for suffix, extra, value in samples:
+            sample_name = name + suffix
+            labels = ",".join(
+                f'{key}="{_escape(val)}"' for key, val in {**self.labels, **extra}.items()
+            )
+            self.lines.append(f"{sample_name}{{{labels}}} {value:g}")
 
 
-def _batch_histogram(labels: list[str], values: list[str], batches: dict[int, list[int]]) -> Metric:
-    family = HistogramMetricFamily("mmaas_batch_size", "Rows per engine execution", labels=labels)
-    buckets = [
-        (str(bound), sum(v[0] for size, v in batches.items() if size <= bound))
+def _batch_histogram(batches: dict[int, list[int]]) -> list[Sample]:
+    total = sum(v[0] for v in batches.values())
+    samples: list[Sample] = [
+        ("_bucket", {"le": str(bound)}, sum(v[0] for size, v in batches.items() if size <= bound))
         for bound in BATCH_BUCKETS
     ]
-    total = sum(v[0] for v in batches.values())
-    buckets.append(("+Inf", total))
-    family.add_metric(values, buckets, sum_value=sum(size * v[0] for size, v in batches.items()))
-    return family
+    samples += [
+        ("_bucket", {"le": "+Inf"}, total),
+        ("_sum", {}, sum(size * v[0] for size, v in batches.items())),
+        ("_count", {}, total),
+    ]
+    return samples
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
