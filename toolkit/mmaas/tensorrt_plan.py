@@ -45,6 +45,7 @@ TENSORRT_STAGE_MODULES = (
     "timing_cache.py",
     "onnx_precision.py",
     "backends/tensorrt.py",
+    "backends/tensorrt_compat.py",
     "backends/tensorrt_engine.py",
     "backends/tensorrt_stage.py",
 )

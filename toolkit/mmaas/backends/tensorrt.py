@@ -17,13 +17,15 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from mmaas import proc
 from mmaas.backends import CompileRequest, CompileResult
+from mmaas.backends.tensorrt_compat import check_host
 from mmaas.compat import min_driver, parse_version
-from mmaas.errors import BuildError, CompatibilityError, ProcessError
+from mmaas.errors import BuildError, ProcessError
 from mmaas.gpu import no_gpu_message, query_gpus
 from mmaas.manifest import Manifest
 from mmaas.trtexec_args import trtexec_argv
@@ -126,18 +128,8 @@ class TensorRTBackend:
                 TensorRT version (unless version compatible and this one is newer), or a
                 driver older than the engine's CUDA needs.
         """
-        built, here = manifest.backend, self.describe()
         portability = manifest.report.get("compile", {}).get("portability", {})
-        gpu = built.get("gpu") or {}
-        if not here["gpu"]:
-            raise CompatibilityError(
-                f"built for {_gpu_text(gpu)}, running on no GPU: {here['problem']}"
-            )
-        _check_gpu(gpu, here["gpu"], portability.get("hardware_compatibility_level", "none"))
-        _check_tensorrt(
-            built.get("version"), here["version"], bool(portability.get("version_compatible"))
-        )
-        _check_driver(built, here)
+        check_host(manifest.backend, self.describe(), portability)
 
 
 class _CacheRun:
@@ -181,7 +173,7 @@ class _CacheRun:
         }
 
 
-def _require_release(installed: str | None, settings: dict) -> str:
+def _require_release(installed: str | None, settings: Mapping[str, Any]) -> str:
     pinned = str(settings.get("tensorrt", {}).get("version", ""))
     if installed is None:
         raise BuildError(
@@ -272,40 +264,3 @@ def tensorrt_version() -> str | None:
             return None
         done = proc.run([_trtexec(), "--help"], check=False, what="trtexec --help")
         return parse_trtexec_log(done.stdout + done.stderr).tensorrt_version
-
-
-def _gpu_text(gpu: dict) -> str:
-    capability = str(gpu.get("compute_capability", "?")).replace(".", "")
-    return f"sm{capability} ({gpu.get('name', 'unknown GPU')})"
-
-
-def _check_gpu(built: dict, here: dict, level: str) -> None:
-    same = built.get("compute_capability") == here["compute_capability"]
-    if level == "ampere+":
-        same = parse_version(here["compute_capability"])[:2] >= (8, 0)
-    if not same:
-        raise CompatibilityError(
-            f"built for {_gpu_text(built)} (hardware compatibility "
-            f"{level}), running on {_gpu_text(here)}; rebuild on this "
-            "GPU class or build with hardware_compatibility_level"
-        )
-
-
-def _check_tensorrt(built: str | None, here: str | None, version_compatible: bool) -> None:
-    if built == here:
-        return
-    if version_compatible and built and here and parse_version(here) >= parse_version(built):
-        return
-    raise CompatibilityError(
-        f"built for TensorRT {built}, running on TensorRT {here}; "
-        "builder and runtime must come from one release (C10)"
-    )
-
-
-def _check_driver(built: dict, here: dict) -> None:
-    need, have = built.get("min_driver"), here.get("driver_version")
-    if need and have and parse_version(have)[:3] < parse_version(need)[:3]:
-        raise CompatibilityError(
-            f"built for CUDA {built.get('cuda_version')} (driver >= "
-            f"{need}), running on driver {have}; upgrade the driver"
-        )
