@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["docker_fixtures", "registry_fixtures"]
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
