@@ -148,6 +148,20 @@ class BuildSpec(_Strict):
     onnxruntime: OnnxRuntimeSpec = Field(default_factory=OnnxRuntimeSpec)
 
 
+class DynamicBatchingSpec(_Strict):
+    """Dynamic batching as Triton's ``dynamic_batching`` configures it; present (even as
+    ``{}``) turns it on. Concurrent requests whose non-batch dims match are stacked along
+    axis 0 up to ``max_batch_size``. ``preferred_batch_size``: batch sizes sent as soon as
+    reached; ``max_queue_delay_microseconds``: how long a batch waits to fill;
+    ``max_queue_size``: queued requests before new ones get RESOURCE_EXHAUSTED. The image
+    sets them as ``MMAAS_DYNAMIC_BATCHING=true``, ``MMAAS_PREFERRED_BATCH_SIZES`` (comma
+    list), ``MMAAS_MAX_QUEUE_DELAY_US`` and ``MMAAS_MAX_QUEUE_SIZE``."""
+
+    preferred_batch_size: list[Annotated[int, Field(gt=0)]] = Field(default_factory=list)
+    max_queue_delay_microseconds: Annotated[int, Field(ge=0)] = 100
+    max_queue_size: Annotated[int, Field(gt=0)] = 1024
+
+
 class RuntimeSpec(_Strict):
     """Defaults baked into the image as ``MMAAS_*`` environment variables (the server reads
     only its environment). ``max_message_size`` is in bytes; when absent it is derived from
@@ -157,6 +171,7 @@ class RuntimeSpec(_Strict):
     metrics_port: Annotated[int, Field(gt=0, lt=65536)] = 8002
     max_message_size: Annotated[int, Field(gt=0)] | None = None
     instance_count: Annotated[int, Field(ge=1, le=64)] = 1
+    dynamic_batching: DynamicBatchingSpec | None = None
 
 
 class ImageSpec(_Strict):
