@@ -3,7 +3,6 @@ engine. The image is built once per module through the real CLI."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -13,26 +12,15 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 import tritonclient.grpc as grpcclient
-from docker_fixtures import run_container, wait_for_grpc_serving
+from scripts import demo_request as demo
 from tritonclient.utils import InferenceServerException
 
+from docker_fixtures import run_container, wait_for_grpc_serving
 from mmaas import proc
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parent.parent
 IMAGE = "mmaas/ppocr-det:1.0.0"
-
-
-def _demo():
-    spec = importlib.util.spec_from_file_location("demo_request",
-                                                  ROOT / "scripts" / "demo_request.py")
-    module = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(module)
-    return module
-
-
-demo = _demo()
 
 
 def mmaas(*args: str) -> subprocess.CompletedProcess[str]:

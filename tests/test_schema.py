@@ -2,23 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
+
+from scripts import gen_schema as generator
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _gen_schema():
-    spec = importlib.util.spec_from_file_location("gen_schema", ROOT / "scripts" / "gen_schema.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_committed_schema_is_current() -> None:
-    generator = _gen_schema()
     assert generator.SCHEMA_PATH.read_text() == generator.render_schema(), (
         "schema/model.schema.json is stale: run python scripts/gen_schema.py"
     )
