@@ -1,0 +1,101 @@
+"""``mmaas bench TARGET``: sweep concurrency against a KServe v2 gRPC server and print
+throughput and latency percentiles (see :mod:`mmaas.bench`)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+import click
+
+from mmaas.bench import BenchRequest, format_table, parse_shape, run
+from mmaas.cli.options import json_option
+from mmaas.errors import UsageError
+
+
+@click.command("bench")
+@click.argument("target")
+@click.option("--model", "-m", required=True, help="Model name as the server serves it.")
+@click.option("--model-version", default="", help="Model version (default: the server's).")
+@click.option(
+    "--shape",
+    "shapes",
+    multiple=True,
+    metavar="INPUT:DIMS",
+    help="Full shape of an input with dynamic dims, e.g. x:1x3x640x640 (repeat).",
+)
+@click.option(
+    "--concurrency",
+    "-c",
+    default="1,8,32",
+    show_default=True,
+    help="Comma list of concurrent clients to sweep.",
+)
+@click.option(
+    "--duration",
+    type=click.FloatRange(min=0.1),
+    default=10.0,
+    show_default=True,
+    help="Seconds per concurrency level.",
+)
+@click.option(
+    "--max-requests",
+    type=click.IntRange(min=1),
+    help="Stop a level after this many requests, even before --duration.",
+)
+@click.option(
+    "--warmup",
+    type=click.IntRange(min=0),
+    default=5,
+    show_default=True,
+    help="Unmeasured requests before the first level.",
+)
+@json_option
+def command(
+    target: str,
+    model: str,
+    model_version: str,
+    shapes: tuple[str, ...],
+    concurrency: str,
+    duration: float,
+    max_requests: int | None,
+    warmup: int,
+    as_json: bool,
+) -> None:
+    """Load-test TARGET (host:port of a KServe v2 gRPC server: mmaas, Triton, MLServer).
+
+    Sends deterministic random inputs of the given shapes from closed-loop clients and
+    prints, per concurrency level, requests, errors, throughput (req/s) and the mean,
+    p50, p90 and p99 latency in ms, as perf_analyzer does.
+    """
+    try:
+        levels = tuple(int(part) for part in concurrency.split(","))
+    except ValueError:
+        levels = ()
+    if not levels or min(levels) <= 0:
+        raise UsageError(f"--concurrency {concurrency!r}: write positive integers, e.g. 1,8,32")
+    request = BenchRequest(
+        url=target,
+        model=model,
+        model_version=model_version,
+        shapes=dict(parse_shape(text) for text in shapes),
+        concurrency=levels,
+        duration_s=duration,
+        max_requests=max_requests,
+        warmup_requests=warmup,
+    )
+    results = run(request)
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "target": target,
+                    "model": model,
+                    "shapes": {k: list(v) for k, v in request.shapes.items()},
+                    "levels": [asdict(r) for r in results],
+                },
+                indent=2,
+            )
+        )
+    else:
+        click.echo(format_table(results))
