@@ -136,3 +136,25 @@ def test_values_and_compile_run_argv(tmp_path: Path) -> None:
     ]
     for module in TENSORRT_STAGE_MODULES:
         assert (TOOLKIT_DIR / module).is_file()
+
+
+def test_values_check_gpu_targets() -> None:
+    loaded = tensorrt_spec("build:\n  tensorrt:\n    gpu_targets: [sm86, sm90]\n")
+    assert tensorrt_plan_values(loaded.spec)["gpu_targets"] == ["sm86", "sm90"]
+    bad = tensorrt_spec("build:\n  tensorrt:\n    gpu_targets: [sm86, ampere]\n")
+    fp8 = parse_spec(
+        DET.read_text()
+        .replace("backend: onnxruntime", "backend: tensorrt")
+        .replace("target_precision: fp32", "target_precision: fp8")
+        + "build:\n  tensorrt:\n    gpu_targets: [sm86, sm90]\n",
+        DET,
+    )
+    with pytest.raises(SpecError) as caught:
+        tensorrt_plan_values(bad.spec)
+    assert "gpu_targets[1]: 'ampere' is not a GPU target" in str(caught.value)
+    with pytest.raises(SpecError) as caught:
+        tensorrt_plan_values(fp8.spec)
+    assert "gpu_targets[0]: fp8 needs compute capability 8.9 or newer; sm86 is 8.6" in str(
+        caught.value
+    )
+    assert "gpu_targets[1]" not in str(caught.value)

@@ -23,6 +23,7 @@ cache mounts.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +78,7 @@ def tensorrt_plan_values(spec: ModelSpec, spec_file: str = "model.yaml") -> dict
                 f"build.tensorrt.version is {trt.version}; pin one release",
             )
         )
+    problems += _target_problems(spec, spec_file)
     if problems:
         raise SpecError(problems)
     return {
@@ -108,6 +110,37 @@ def compile_run_argv(
         f"{out_dir.resolve()}:{OUT_DIR}",
         builder_tag,
     ]
+
+
+def target_capability(target: str) -> str | None:
+    """``"sm86"`` -> ``"8.6"``, ``"sm100"`` -> ``"10.0"``; None when not ``sm<digits>``."""
+    match = re.fullmatch(r"sm(\d+)(\d)", target.strip().lower())
+    return f"{match.group(1)}.{match.group(2)}" if match else None
+
+
+def _target_problems(spec: ModelSpec, spec_file: str) -> list[SpecProblem]:
+    problems = []
+    for index, target in enumerate(spec.build.tensorrt.gpu_targets):
+        key = f"build.tensorrt.gpu_targets[{index}]"
+        capability = target_capability(target)
+        if capability is None:
+            problems.append(
+                SpecProblem(
+                    spec_file,
+                    key,
+                    f"{target!r} is not a GPU target; "
+                    "write sm<compute capability>, e.g. sm86 or sm90",
+                )
+            )
+        elif spec.target_precision == "fp8" and parse_version(capability) < (8, 9):
+            problems.append(
+                SpecProblem(
+                    spec_file,
+                    key,
+                    f"fp8 needs compute capability 8.9 or newer; {target} is {capability}",
+                )
+            )
+    return problems
 
 
 def _same_release(tagged: str, pinned: str) -> bool:
