@@ -59,8 +59,9 @@ def tensorrt_plan_values(spec: ModelSpec, spec_file: str = "model.yaml") -> dict
     both stages), ``timing_cache_dir``, ``out_dir``, ``gpu_route``, ``gpu_targets``.
 
     Raises:
-        SpecError: the version is not a checked release, or the builder image tag names
-            another TensorRT release than ``build.tensorrt.version`` (C10).
+        SpecError: the version is not a checked release, the builder image tag names
+            another TensorRT release than ``build.tensorrt.version`` (C10), or a
+            ``gpu_targets`` entry is not ``sm<cc>`` (or is below sm89 for fp8).
     """
     trt = spec.build.tensorrt
     problems = []
