@@ -53,7 +53,7 @@ def test_stages_and_layer_order(ppocr_models: dict[str, Path]) -> None:
     assert [line for line in instructions(text) if line.startswith("FROM ")] == [
         "FROM nvcr.io/nvidia/tensorrt:25.08-py3 AS builder",
         "FROM scratch AS engine",
-        "FROM nvcr.io/nvidia/cuda:12.9.1-runtime-ubuntu24.04 AS framework",
+        "FROM nvcr.io/nvidia/cuda:13.0.0-runtime-ubuntu24.04 AS framework",
         "FROM framework AS runtime",
     ]
     runtime = text[text.index("AS runtime") :]
@@ -113,7 +113,7 @@ def test_values_and_compile_run_argv(tmp_path: Path) -> None:
     values = tensorrt_plan_values(tensorrt_spec().spec)
     assert values == {
         "builder_image": "nvcr.io/nvidia/tensorrt:25.08-py3",
-        "runtime_image": "nvcr.io/nvidia/cuda:12.9.1-runtime-ubuntu24.04",
+        "runtime_image": "nvcr.io/nvidia/cuda:13.0.0-runtime-ubuntu24.04",
         "tensorrt_version": "10.13",
         "timing_cache_dir": "/opt/mmaas/timing-cache",
         "out_dir": "/opt/mmaas/out",

@@ -118,7 +118,8 @@ class TensorRTSpec(_Strict):
 
     version: str = "10.13"
     builder_image: str = "nvcr.io/nvidia/tensorrt:25.08-py3"
-    runtime_image: str = "nvcr.io/nvidia/cuda:12.9.1-runtime-ubuntu24.04"
+    # The 25.08 TensorRT container is built on CUDA 13.0.0: the runtime base must match.
+    runtime_image: str = "nvcr.io/nvidia/cuda:13.0.0-runtime-ubuntu24.04"
     builder_optimization_level: Annotated[int, Field(ge=0, le=5)] = 3
     hardware_compatibility_level: Literal["none", "ampere+", "same_compute_capability"] = "none"
     version_compatible: bool = False
@@ -162,6 +163,51 @@ class DynamicBatchingSpec(_Strict):
     max_queue_size: Annotated[int, Field(gt=0)] = 1024
 
 
+class ToleranceSpec(_Strict):
+    """How far the engine's outputs may be from ONNX Runtime's reference outputs on the
+    original ONNX model at fp32. ``atol`` / ``rtol``: every element must satisfy
+    ``|engine - reference| <= atol + rtol * |reference|`` (``numpy.allclose``; an unset one
+    counts as 0 when the other is set). ``min_cosine``: the cosine similarity of the
+    flattened outputs must be at least this. Unset fields fall back to the section's."""
+
+    atol: Annotated[float, Field(ge=0)] | None = None
+    rtol: Annotated[float, Field(ge=0)] | None = None
+    min_cosine: Annotated[float, Field(ge=-1, le=1)] | None = None
+
+
+class AccuracySpec(ToleranceSpec):
+    """The build-time accuracy gate. ``samples``: input files relative to the model folder
+    (``.npz``: one array per input name; ``.npy``: the array of a single-input model); when
+    empty, one random input at the opt shapes made with ``seed``. ``outputs``: per-output
+    tolerances (by output name) that override the section's. Without any tolerance the
+    gate uses ``atol`` 1e-4 and ``rtol`` 1e-3."""
+
+    samples: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
+    seed: Annotated[int, Field(ge=0)] = 0
+    outputs: dict[str, ToleranceSpec] = Field(default_factory=dict)
+
+
+class LatencySpec(_Strict):
+    """The build-time latency gate: the engine's p99 latency of one inference, in ms, must
+    be at most ``p99_ms``. Measured in the builder stage over ``runs`` timed runs after
+    ``warmup`` untimed ones, at ``shapes`` (per input; inputs not listed use their opt
+    shape); ``batch`` sets axis 0 of every input (needs ``max_batch_size`` > 0)."""
+
+    p99_ms: Annotated[float, Field(gt=0)]
+    shapes: dict[str, ProfileShape] = Field(default_factory=dict)
+    batch: Annotated[int, Field(ge=1)] | None = None
+    runs: Annotated[int, Field(ge=1, le=100000)] = 50
+    warmup: Annotated[int, Field(ge=0, le=10000)] = 5
+
+
+class ChecksSpec(_Strict):
+    """Build-time gates run on the compiled engine in the builder stage; a failed gate
+    fails the build, and each gate's report goes into the manifest."""
+
+    accuracy: AccuracySpec | None = None
+    latency: LatencySpec | None = None
+
+
 class RuntimeSpec(_Strict):
     """Defaults baked into the image as ``MMAAS_*`` environment variables (the server reads
     only its environment). ``max_message_size`` is in bytes; when absent it is derived from
@@ -202,6 +248,7 @@ class ModelSpec(_Strict):
     inputs: list[InputSpec] = Field(default_factory=list)
     outputs: list[OutputSpec] = Field(default_factory=list)
     build: BuildSpec = Field(default_factory=BuildSpec)
+    checks: ChecksSpec = Field(default_factory=ChecksSpec)
     runtime: RuntimeSpec = Field(default_factory=RuntimeSpec)
     image: ImageSpec = Field(default_factory=ImageSpec)
 
