@@ -15,6 +15,7 @@ them; batching as Triton's ``max_batch_size``):
 * ``max_batch_size > 0``: axis 0 of every input and output is the batch axis; the profile
   batch runs from 1 to ``max_batch_size``; above 1 the graph's axis 0 must be dynamic.
   ``max_batch_size: 0`` means no batch axis: profiles are plain full shapes;
+* the ``checks:`` gates name real tensors and shapes inside the profile (spec_checks);
 * ``backend: tensorrt`` refuses input names trtexec's shape flags cannot quote (``'``, ``,``);
   ``backend: onnxruntime`` builds fp32 only.
 """
@@ -22,10 +23,12 @@ them; batching as Triton's ``max_batch_size``):
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 from mmaas.errors import SpecProblem
 from mmaas.onnx_graph import GraphSignature, GraphTensor
 from mmaas.spec import InputSpec, ModelSpec, OutputSpec, TensorSpec
+from mmaas.spec_checks import check_gates
 from mmaas.spec_profile import check_profile
 from mmaas.yamlio import KeyPath, YamlDocument
 
@@ -47,6 +50,8 @@ def complete_spec(
     inputs = completer.tensors("input", spec.inputs, graph.inputs)
     outputs = completer.tensors("output", spec.outputs, graph.outputs)
     completed = spec.model_copy(update={"inputs": inputs, "outputs": outputs})
+    if not completer.problems:  # the gates name tensors: check them against a sound signature
+        check_gates(completed, Path(doc.file).parent, completer.report)
     return completed, completer.problems
 
 
