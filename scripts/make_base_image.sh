@@ -6,9 +6,11 @@
 # and `docker import` the root file system as a single-layer image.
 #
 # Usage: scripts/make_base_image.sh [IMAGE]      (run as root; needs debootstrap and docker)
+#        scripts/make_base_image.sh --print-mirror   (print the Debian mirror it would use)
 # Environment:
 #   MMAAS_DOCKER          Docker client (default /usr/bin/docker, else `docker` on PATH)
-#   MMAAS_DEBIAN_MIRROR   Debian mirror URL (default: read from /etc/apt/sources.list[.d])
+#   MMAAS_DEBIAN_MIRROR   Debian mirror URL (default: read from the apt sources in
+#                         $MMAAS_APT_DIR/sources.list[.d], MMAAS_APT_DIR default /etc/apt)
 #   MMAAS_DEBIAN_SUITE    Debian suite (default bookworm)
 #   MMAAS_CA_BUNDLE       PEM bundle added to the image's trust store
 #                         (default /etc/ssl/certs/ca-certificates.crt; "none" to skip)
@@ -16,11 +18,12 @@
 # remakes the image when this script changes.
 set -euo pipefail
 
-IMAGE=${1:-mmaas/base:bookworm}
+IMAGE=mmaas/base:bookworm
 SUITE=${MMAAS_DEBIAN_SUITE:-bookworm}
 CA_BUNDLE=${MMAAS_CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}
 PACKAGES=python3,python3-venv,ca-certificates
 CA_PATH=/etc/ssl/certs/ca-certificates.crt
+APT_DIR=${MMAAS_APT_DIR:-/etc/apt}
 
 say() { printf 'make_base_image: %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
@@ -36,7 +39,7 @@ docker_client() {
 # files first, then one-line .list files).
 mirror_for_suite() {
   local suite=$1 file
-  for file in /etc/apt/sources.list.d/*.sources; do
+  for file in "$APT_DIR"/sources.list.d/*.sources; do
     [[ -f $file ]] || continue
     awk -v suite="$suite" 'BEGIN { RS = ""; FS = "\n" }
       { uris = ""; suites = ""; types = ""
@@ -49,7 +52,7 @@ mirror_for_suite() {
           split(uris, u, " "); print u[1]; exit
         } }' "$file"
   done
-  for file in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+  for file in "$APT_DIR"/sources.list "$APT_DIR"/sources.list.d/*.list; do
     [[ -f $file ]] || continue
     awk -v suite="$suite" '$1 == "deb" {
         i = 2; if ($i ~ /^\[/) { while ($i !~ /\]$/) i++; i++ }
@@ -62,7 +65,7 @@ debian_mirror() {
   local mirror
   mirror=$(mirror_for_suite "$SUITE" | head -n 1)
   [[ -n $mirror ]] || mirror=$(mirror_for_suite "$(sed -n 's/^VERSION_CODENAME=//p' /etc/os-release)" | head -n 1)
-  [[ -n $mirror ]] || die "no Debian mirror found in /etc/apt/sources.list[.d]; set MMAAS_DEBIAN_MIRROR=URL"
+  [[ -n $mirror ]] || die "no Debian mirror found in $APT_DIR/sources.list[.d]; set MMAAS_DEBIAN_MIRROR=URL"
   echo "$mirror"
 }
 
@@ -110,6 +113,11 @@ import_rootfs() {
 }
 
 main() {
+  if [[ ${1:-} == --print-mirror ]]; then
+    debian_mirror
+    return
+  fi
+  IMAGE=${1:-$IMAGE}
   [[ $(id -u) == 0 ]] || die "run as root (debootstrap and chroot need it)"
   command -v debootstrap >/dev/null || die "debootstrap is missing; run scripts/setup.sh"
   local mirror started log
