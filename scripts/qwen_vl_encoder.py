@@ -13,7 +13,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from safetensors import safe_open
 from transformers import Qwen2VLConfig, Qwen2VLVisionConfig
 from transformers.models.qwen2_vl.modeling_qwen2_vl import (
@@ -133,7 +132,12 @@ def block_forward(
     mask: torch.Tensor,
 ) -> torch.Tensor:
     """One vision block as transformers computes it, with the per-frame attention expressed
-    as a boolean mask [num_patches, num_patches] instead of a split by Python lengths."""
+    as an additive mask FP32 [num_patches, num_patches] (0 inside a frame, the most negative
+    float across frames) instead of a split by Python lengths.
+
+    Attention is written as MatMul -> Add -> Softmax -> MatMul, the pattern TensorRT fuses
+    into one attention kernel, with no NaN guard (every row attends to at least itself):
+    ONNX Runtime then holds two [heads, N, N] FP32 tensors per block at most."""
     attn = block.attn
     query, key, value = (
         attn.qkv(block.norm1(hidden))
@@ -142,9 +146,10 @@ def block_forward(
         .unbind(0)
     )
     query, key = apply_rotary_pos_emb_vision(query, key, cos, sin)
-    query, key, value = (x.transpose(0, 1).unsqueeze(0) for x in (query, key, value))
-    attended = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=attn.scaling)
-    hidden = hidden + attn.proj(attended[0].transpose(0, 1).reshape(hidden.shape[0], -1))
+    query, key, value = (x.transpose(0, 1) for x in (query, key, value))  # [heads, N, dim]
+    scores = torch.matmul(query * attn.scaling, key.transpose(1, 2)) + mask
+    attended = torch.matmul(torch.softmax(scores, dim=-1), value)
+    hidden = hidden + attn.proj(attended.transpose(0, 1).reshape(hidden.shape[0], -1))
     return hidden + block.mlp(block.norm2(hidden))
 
 
@@ -161,7 +166,8 @@ class TraceableVisionEncoder(torch.nn.Module):
         positions, segments = grid_layout(grid_thw, pixel_values.shape[0], enc.spatial_merge_size)
         hidden = enc.patch_embed(pixel_values)
         cos, sin = enc.rotary_pos_emb(hidden, positions)
-        mask = segments[:, None] == segments[None, :]
+        same_frame = segments[:, None] == segments[None, :]
+        mask = torch.where(same_frame, 0.0, torch.finfo(torch.float32).min)
         for block in enc.blocks:
             hidden = block_forward(block, hidden, cos, sin, mask)
         return enc.merger(hidden)
