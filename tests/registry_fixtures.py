@@ -1,7 +1,9 @@
 """Pytest plugin: a real container registry (Debian's ``docker-registry``, distribution 2.8)
 with htpasswd auth on a loopback port, and a tiny local image to push.
 
-Load it from tests/conftest.py with ``pytest_plugins = ["registry_fixtures"]``. Every
+Load it from tests/conftest.py with ``pytest_plugins = ["registry_fixtures"]`` (after
+``docker_fixtures``, whose ``docker_cli`` it uses). Like that plug-in it never skips: a
+missing ``docker-registry`` fails with the fix, as CI has it (scripts/setup.sh). Every
 registry runs in the test's tmp_path (its storage, config and htpasswd file) and is
 stopped by PID when the test ends.
 """
@@ -24,9 +26,6 @@ from pathlib import Path
 import bcrypt
 import pytest
 import yaml
-
-from mmaas import docker_engine
-from mmaas.errors import DockerError
 
 REGISTRY_BINARY = "docker-registry"
 READY_TIMEOUT_S = 15.0
@@ -113,19 +112,15 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def docker_or_skip() -> docker_engine.DockerClient:
-    """The Docker client, or skip the test when no engine runs (scripts/setup.sh starts it)."""
-    try:
-        return docker_engine.client()
-    except DockerError as exc:
-        pytest.skip(f"no Docker engine: {exc}")
-
-
 @pytest.fixture
 def make_registry(tmp_path: Path) -> Iterator[object]:
     """Factory ``make_registry(start=True) -> LocalRegistry``; all are stopped at the end."""
     if shutil.which(REGISTRY_BINARY) is None:
-        pytest.skip("docker-registry is not installed (scripts/setup.sh installs it)")
+        pytest.fail(
+            "docker-registry is not installed; fix: run scripts/setup.sh (as root: "
+            "apt-get install docker-registry)",
+            pytrace=False,
+        )
     made: list[LocalRegistry] = []
 
     def make(start: bool = True) -> LocalRegistry:
@@ -147,10 +142,9 @@ def local_registry(make_registry) -> LocalRegistry:
 
 
 @pytest.fixture
-def tiny_image() -> Iterator[str]:
+def tiny_image(docker_cli: list[str]) -> Iterator[str]:
     """A few-file image made with ``docker import`` (no pulls), labelled like an mmaas
     image (``io.mmaas.engine.blake3``); removed afterwards with every tag it got."""
-    client = docker_or_skip()
     reference = f"mmaas-test/tiny:{secrets.token_hex(4)}"
     archive = io.BytesIO()
     with tarfile.open(fileobj=archive, mode="w") as tar:
@@ -159,23 +153,15 @@ def tiny_image() -> Iterator[str]:
             info = tarfile.TarInfo(name)
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
-    image_id = (
-        subprocess.run(
-            client.argv(
-                "import",
-                "--change",
-                f"LABEL io.mmaas.engine.blake3={ENGINE_LABEL_VALUE}",
-                "-",
-                reference,
-            ),
-            input=archive.getvalue(),
-            capture_output=True,
-            check=True,
-        )
-        .stdout.decode()
-        .strip()
+    label = f"LABEL io.mmaas.engine.blake3={ENGINE_LABEL_VALUE}"
+    imported = subprocess.run(
+        [*docker_cli, "import", "--change", label, "-", reference],
+        input=archive.getvalue(),
+        capture_output=True,
+        check=True,
     )
+    image_id = imported.stdout.decode().strip()
     yield reference
     subprocess.run(
-        client.argv("image", "rm", "--force", image_id), capture_output=True, check=False
+        [*docker_cli, "image", "rm", "--force", image_id], capture_output=True, check=False
     )

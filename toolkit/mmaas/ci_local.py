@@ -3,7 +3,9 @@
 act reads the workflow, maps each ``runs-on`` label to the host (``-P LABEL=-self-hosted``:
 steps run directly on this machine, with its Docker engine), and emulates
 ``actions/checkout`` by copying the local checkout; steps that need other GitHub-hosted
-actions are skipped by the workflow's ``if: ${{ !env.ACT }}``. act ignores ``paths:``
+actions are skipped by the workflow's ``if: ${{ !env.ACT }}``, and as act would still
+clone those actions while setting up a job, each is replaced by an empty local stand-in
+(``--local-repository``). act ignores ``paths:``
 filters and may send thin events (nektos/act#454, C22), so a push event file is always
 passed: the one given, or one written from two local commits.
 
@@ -25,6 +27,7 @@ import tempfile
 from pathlib import Path
 
 import click
+import yaml
 
 from mmaas import proc
 from mmaas.ci_git import Git
@@ -33,6 +36,13 @@ from mmaas.errors import UsageError
 from mmaas.registry import PASSWORD_ENV, USER_ENV, RegistryTarget
 
 DEFAULT_WORKFLOW = Path(".github/workflows/models.yml")
+CHECKOUT = "actions/checkout"
+STUB_ACTION = """name: skipped-under-act
+description: stand-in for a GitHub-hosted action that the workflow skips under act
+runs:
+  using: composite
+  steps: []
+"""
 
 
 def act_binary() -> str:
@@ -70,31 +80,45 @@ def push_event(git: Git, base: str, head: str, default_branch: str = "main") -> 
 
 
 def act_argv(
-    act: str,
-    workflow: Path,
-    event: Path,
-    labels: list[str],
-    target: RegistryTarget,
-    secret_file: Path | None,
+    act: str, workflow: Path, event: Path, labels: list[str], target: RegistryTarget, scratch: Path
 ) -> list[str]:
-    """The act command line: a push event, every runner label mapped to the host."""
-    argv = [
-        act,
-        "push",
-        "--workflows",
-        str(workflow),
-        "--eventpath",
-        str(event),
-        "--var",
-        f"MMAAS_REGISTRY={target.address}",
-        "--env",
-        f"MMAAS_CI_BIN={Path(sys.executable).parent}",
-    ]
+    """The act command line for a push event: every runner label mapped to the host, remote
+    actions replaced by local stand-ins and registry credentials in a secret file (both
+    written into the private folder ``scratch``)."""
+    argv = [act, "push", "--workflows", str(workflow), "--eventpath", str(event)]
+    argv += ["--var", f"MMAAS_REGISTRY={target.address}"]
+    argv += ["--env", f"MMAAS_CI_BIN={Path(sys.executable).parent}"]
     for label in labels:
         argv += ["--platform", f"{label}=-self-hosted"]
+    argv += stub_remote_actions(workflow, scratch)
+    secret_file = _secret_file(scratch)
     if secret_file is not None:
         argv += ["--secret-file", str(secret_file)]
     return argv
+
+
+def stub_remote_actions(workflow: Path, folder: Path) -> list[str]:
+    """act clones every remote action a workflow names while setting up a job, even those
+    whose step is skipped, and GitHub may be unreachable. Point each one (but
+    ``actions/checkout``, which act emulates) at an empty local stand-in in ``folder``;
+    return the ``--local-repository`` arguments."""
+    data = yaml.safe_load(workflow.read_text()) or {}
+    jobs = (data.get("jobs") or {}).values()
+    uses = sorted({str(step.get("uses", "")) for job in jobs for step in job.get("steps", [])})
+    args: list[str] = []
+    for action in uses:
+        name, _, ref = action.partition("@")
+        owner_repo = "/".join(name.split("/")[:2])
+        if not ref or action.startswith(("./", "docker://")) or owner_repo == CHECKOUT:
+            continue
+        stub = folder / "actions" / owner_repo.replace("/", "-") / ref
+        subfolder = stub.joinpath(*name.split("/")[2:])
+        subfolder.mkdir(parents=True, exist_ok=True)
+        (subfolder / "action.yml").write_text(STUB_ACTION)
+        argument = f"{owner_repo}@{ref}={stub}"
+        if argument not in args:
+            args += ["--local-repository", argument]
+    return args
 
 
 def runner_labels(git: Git, commit: str) -> list[str]:
@@ -128,10 +152,8 @@ def run_local(
         event = event_path or Path(scratch) / "event.json"
         if event_path is None:
             event.write_text(json.dumps(push_event(git, base, head), indent=2))
-        secrets = _secret_file(Path(scratch))
-        argv = act_argv(
-            act, workflow, event, runner_labels(git, git.commit(head) or "HEAD"), target, secrets
-        )
+        labels = runner_labels(git, git.commit(head) or "HEAD")
+        argv = act_argv(act, workflow, event, labels, target, Path(scratch))
         if dry_run:
             click.echo(shlex.join(argv))
             return

@@ -1,0 +1,140 @@
+"""End to end: the models workflow under act (``mmaas ci local``) on a clone of this project.
+
+A push that changes models/ppocr-cls/ builds, verifies and pushes exactly that image to a
+real local registry, with its digest in the job summary; a push that changes nothing under
+models/ builds nothing (act ignores ``paths:`` filters, so change detection decides).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from git_repos import GitRepo
+from mmaas.cli import cli
+from registry_fixtures import LocalRegistry
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1800)]
+
+
+def clone_of_this_project(tmp_path: Path) -> GitRepo:
+    """A clone of the committed project (what CI checks out)."""
+    subprocess.run(["git", "clone", "--quiet", str(ROOT), str(tmp_path / "project")], check=True)
+    repo = GitRepo.__new__(GitRepo)
+    repo.path = tmp_path / "project"
+    repo.git("config", "user.email", "ci@example.invalid")
+    repo.git("config", "user.name", "CI test")
+    return repo
+
+
+def catalog(registry: LocalRegistry) -> list[str]:
+    request = urllib.request.Request(f"http://{registry.host}/v2/_catalog")
+    token = base64.b64encode(f"{registry.user}:{registry.password}".encode()).decode()
+    request.add_header("Authorization", f"Basic {token}")
+    with urllib.request.urlopen(request, timeout=5) as answer:
+        return list(json.load(answer)["repositories"])
+
+
+def run_local(repo: GitRepo, registry: LocalRegistry) -> str:
+    """``mmaas ci local`` for the last commit; returns act's combined output."""
+    assert {"ci", "push"} <= set(cli.commands), "register mmaas.cli.ci and mmaas.cli.push"
+    env = {
+        **os.environ,
+        "MMAAS_REGISTRY_USER": registry.user,
+        "MMAAS_REGISTRY_PASSWORD": registry.password,
+    }
+    done = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "mmaas"),
+            "ci",
+            "local",
+            "--repo",
+            str(repo.path),
+            "--registry",
+            f"{registry.host}/e2e",
+            "--base",
+            "HEAD~1",
+            "--head",
+            "HEAD",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-6000:]
+    assert registry.password not in output
+    return output
+
+
+def test_a_change_under_models_pushes_exactly_that_image(
+    tmp_path: Path, local_registry, docker_cli: list[str]
+) -> None:
+    repo = clone_of_this_project(tmp_path)
+    repo.write(
+        "models/ppocr-cls/README.md",
+        (repo.path / "models/ppocr-cls/README.md").read_text() + "\nCI change.\n",
+    )
+    repo.commit("ppocr-cls: touch its README")
+    output = run_local(repo, local_registry)
+
+    assert catalog(local_registry) == ["e2e/ppocr-cls"]
+    row = re.search(
+        r"\| ppocr-cls \| onnxruntime \| `blake3:[0-9a-f]{64}` \| "
+        r"`(?P<ref>\S+@(?P<digest>sha256:[0-9a-f]{64}))` \| [\d.]+ s \|",
+        output,
+    )
+    assert row, output[-4000:]
+    assert row["ref"].startswith(f"{local_registry.host}/e2e/ppocr-cls@")
+    pushed = subprocess.run(
+        [
+            *docker_cli,
+            "image",
+            "inspect",
+            "--format",
+            "{{json .RepoDigests}}",
+            "mmaas/ppocr-cls:1.0.0",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert row["ref"] in json.loads(pushed)
+    assert "build ppocr-det" not in output and "build ppocr-rec" not in output
+    tags = subprocess.run(
+        [
+            *docker_cli,
+            "image",
+            "inspect",
+            "--format",
+            "{{json .RepoTags}}",
+            "mmaas/ppocr-cls:1.0.0",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    for tag in json.loads(tags.stdout):
+        if tag.startswith(local_registry.host):
+            subprocess.run([*docker_cli, "image", "rm", tag], capture_output=True, check=False)
+
+
+def test_a_change_outside_models_builds_nothing(tmp_path: Path, local_registry) -> None:
+    repo = clone_of_this_project(tmp_path)
+    repo.write("docs/ci-note.md", "Nothing under models/ changes.\n")
+    repo.commit("docs only")
+    output = run_local(repo, local_registry)
+    assert "0 model(s) to build" in output
+    assert "count=0" in output
+    assert "Run Main Build" not in output
+    assert catalog(local_registry) == []
