@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mmaas.pipeline import TOOLKIT_DIR, stage_context
-from mmaas.plan import STAGE_MODULES, make_plan
+from mmaas.plan import STAGE_MODULES, engine_inputs, make_plan
 from mmaas.render import render_dockerfile
 from mmaas.spec_load import load_spec
 
@@ -41,8 +41,11 @@ def test_dockerfile_orders_layers_and_runs_as_non_root(det) -> None:
     assert text.startswith("# Rendered by mmaas from templates/Dockerfile.onnxruntime.j2; plan "
                            "sha256:")
     order = ["FROM mmaas/base:bookworm AS framework", "requirements-runtime.txt",
-             "FROM framework AS builder", "python -m mmaas.stage build",
-             "FROM framework AS runtime", "COPY --from=builder /opt/mmaas/model",
+             "FROM framework AS builder", "COPY stage-lib/", "COPY model/",
+             "COPY engine-request.json", "python -m mmaas.stage build",
+             "COPY build-request.json", "python -m mmaas.stage stamp",
+             "FROM framework AS runtime", "COPY --from=builder /opt/mmaas/engine/",
+             "COPY --from=builder /opt/mmaas/model/manifest.json",
              "COPY lib/", "python -m mmaas.stage verify", "LABEL", "USER 10001", "ENTRYPOINT"]
     positions = [text.index(marker) for marker in order]
     assert positions == sorted(positions)
@@ -88,6 +91,54 @@ def test_plan_digest_follows_the_spec(det) -> None:
     assert other.digest != first.digest
 
 
+def test_engine_request_leaves_out_what_does_not_change_the_engine(det) -> None:
+    """C13: name, version, description, runtime settings, labels and the other back end's
+    settings change build-request.json (read by the stamp step) but neither the engine
+    request nor the engine inputs (read by the compile), so the compile layer is reused."""
+    first = plan_of(det)
+    changed = det.spec.model_copy(update={
+        "name": "renamed", "version": "2.0.0", "description": "new words",
+        "runtime": det.spec.runtime.model_copy(update={"grpc_port": 9001, "instance_count": 2}),
+        "image": det.spec.image.model_copy(update={"labels": {"team": "ocr"}}),
+        "build": det.spec.build.model_copy(update={"workspace": 4096})})
+    second = make_plan(changed, det.source_path, toolkit_dir=TOOLKIT_DIR, buildkit=True)
+    assert second.generated["engine-request.json"] == first.generated["engine-request.json"]
+    assert engine_inputs(changed, det.source_path, toolkit_dir=TOOLKIT_DIR) == engine_inputs(
+        det.spec, det.source_path, toolkit_dir=TOOLKIT_DIR)
+    assert second.generated["build-request.json"] != first.generated["build-request.json"]
+    request = json.loads(first.generated["engine-request.json"])
+    assert (request["model"]["name"], request["model"]["version"]) == ("engine", "0")
+    assert request["settings"] == {"onnxruntime": {"graph_optimization_level": "all"}}
+    assert request["source"] == "model/ch_PP-OCRv4_det_infer.onnx"
+    basic = det.spec.build.onnxruntime.model_copy(update={"graph_optimization_level": "basic"})
+    stricter = det.spec.model_copy(
+        update={"build": det.spec.build.model_copy(update={"onnxruntime": basic})})
+    third = make_plan(stricter, det.source_path, toolkit_dir=TOOLKIT_DIR, buildkit=True)
+    assert third.generated["engine-request.json"] != first.generated["engine-request.json"]
+
+
+def test_cache_hit_plan_stamps_the_cached_engine_without_compiling(det, tmp_path: Path) -> None:
+    cached = tmp_path / "cached"
+    cached.mkdir()
+    for name in ("manifest.json", "model.ort.onnx", "report.json"):
+        (cached / name).write_text(name)
+    plan = plan_of(det, engine_key="sha256:" + "0" * 64, cached_engine=cached)
+    text = render_dockerfile(plan)
+    assert "COPY engine-cache/ /opt/mmaas/engine/" in text
+    assert "mmaas.stage build" not in text and "COPY model/" not in text
+    assert text.index("COPY engine-cache/") < text.index("mmaas.stage stamp")
+    assert "engine-request.json" not in plan.generated
+    assert json.loads(plan.generated["build-request.json"])["engine_key"] == "sha256:" + "0" * 64
+    context = tmp_path / "context"
+    context.mkdir()
+    stage_context(plan, context)
+    assert sorted(p.name for p in context.iterdir()) == [
+        "Dockerfile", "build-request.json", "engine-cache", "lib", "requirements-runtime.txt",
+        "stage-lib"]
+    assert sorted(p.name for p in (context / "engine-cache").iterdir()) == [
+        "manifest.json", "model.ort.onnx", "report.json"]
+
+
 def test_staged_context_holds_only_this_models_build_inputs(det, tmp_path: Path) -> None:
     """C14: a repository with other models and .git around it; the context gets only
     this model's ONNX file, the generated request and the mmaas code."""
@@ -95,7 +146,7 @@ def test_staged_context_holds_only_this_models_build_inputs(det, tmp_path: Path)
     context.mkdir()
     stage_context(plan_of(det), context)
     top = sorted(p.name for p in context.iterdir())
-    assert top == ["Dockerfile", "build-request.json", "lib", "model",
+    assert top == ["Dockerfile", "build-request.json", "engine-request.json", "lib", "model",
                    "requirements-runtime.txt", "stage-lib"]
     assert [p.name for p in (context / "model").iterdir()] == ["ch_PP-OCRv4_det_infer.onnx"]
     stage_lib = sorted(str(p.relative_to(context / "stage-lib" / "mmaas"))

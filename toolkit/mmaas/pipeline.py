@@ -1,8 +1,11 @@
-"""``mmaas build``: load -> plan -> render -> stage context -> docker build -> check.
+"""``mmaas build``: load -> engine-cache key -> reuse? -> plan -> render -> stage context ->
+docker build -> check -> keep the engine.
 
-After the image is built, its model directory is copied out and verified on the host
-(the manifest's self-digest and the engine's hashes), and the engine's identity is added
-as labels (``io.mmaas.engine.blake3`` ...), which are then read back and compared with
+A cached engine (local or pulled; :mod:`mmaas.engine_reuse`) is staged instead of the ONNX
+file and only stamped in the builder stage; a freshly compiled one is stored (and pushed)
+after the build. After the image is built, its model directory is copied out and verified
+on the host (the manifest's self-digest and the engine's hashes), and the engine's identity
+is added as labels (``io.mmaas.engine.blake3`` ...), which are then read back and compared with
 the manifest: an image whose labels, manifest and engine disagree is never tagged.
 """
 
@@ -12,19 +15,22 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import mmaas
 from mmaas import docker_engine
+from mmaas.engine_key import builder_image, key_for
+from mmaas.engine_reuse import CacheOptions, keep_engine, note, reuse_engine
 from mmaas.errors import IntegrityError
 from mmaas.hashing import file_digests
 from mmaas.manifest import Manifest, atomic_write_text
 from mmaas.onnx_graph import external_data_files
-from mmaas.plan import MODEL_DIR, BuildPlan, compile_request, make_plan
+from mmaas.plan import MODEL_DIR, BuildPlan, compile_request, engine_inputs, make_plan
 from mmaas.render import render_dockerfile
 from mmaas.spec_load import LoadedSpec, load_spec
-from mmaas.stage import build_model_dir, verify_model_dir
+from mmaas.stage import build_model_dir, link_or_copy, verify_model_dir
 
 TOOLKIT_DIR = Path(mmaas.__file__).resolve().parent
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc")
@@ -41,6 +47,9 @@ class BuildResult:
         labels: the engine labels added after the build.
         plan_digest: digest of the build plan.
         seconds: wall time of the whole build, in seconds.
+        engine_key: the engine-cache key (``sha256:<hex>``), or None when unknown.
+        engine_cache: ``hit`` (local cache), ``hit-registry`` (pulled), ``miss``
+            (compiled) or ``off``.
     """
 
     image: str
@@ -49,36 +58,33 @@ class BuildResult:
     labels: dict[str, str]
     plan_digest: str
     seconds: float
+    engine_key: str | None = None
+    engine_cache: str = "off"
 
 
 def plan_model(model: Path, *, ca_bundle: Path | None = None,
                buildkit: bool | None = None) -> tuple[LoadedSpec, BuildPlan]:
-    """Load ``model`` (folder or model.yaml) and plan its image. ``buildkit`` None asks the
-    Docker client; ``ca_bundle`` overrides ``image.ca_bundle`` and ``MMAAS_CA_BUNDLE``.
+    """Load ``model`` (folder or model.yaml) and plan its image as a build with an empty
+    engine cache would (the engine compiled). ``buildkit`` None asks the Docker client;
+    ``ca_bundle`` overrides ``image.ca_bundle`` and ``MMAAS_CA_BUNDLE``.
 
     Raises:
         SpecError: the spec is invalid. DockerError: ``buildkit`` is None and no engine.
     """
     loaded = load_spec(model)
-    bundle = ca_bundle or _ca_bundle(loaded)
-    if buildkit is None:
-        buildkit = docker_engine.client().buildkit
-    plan = make_plan(loaded.spec, loaded.source_path, toolkit_dir=TOOLKIT_DIR,
-                     buildkit=buildkit, ca_bundle=bundle,
-                     external_data=external_data_files(loaded.source_path))
-    return loaded, plan
+    return loaded, _plan(loaded, ca_bundle, buildkit)
 
 
 def stage_context(plan: BuildPlan, context: Path) -> Path:
     """Fill the empty directory ``context`` with only this model's build inputs (C14);
-    return the Dockerfile's path. Large files are hard-linked when possible."""
+    return the Dockerfile's path. Files are hard-linked when possible."""
     for item in plan.files:
         target = context / item.target
         target.parent.mkdir(parents=True, exist_ok=True)
         if item.source.is_dir():
-            shutil.copytree(item.source, target, ignore=IGNORED)
+            shutil.copytree(item.source, target, ignore=IGNORED, copy_function=link_or_copy)
         else:
-            _link_or_copy(item.source, target)
+            link_or_copy(item.source, target)
     for name, text in plan.generated.items():
         atomic_write_text(context / name, text)
     dockerfile = context / "Dockerfile"
@@ -86,24 +92,37 @@ def stage_context(plan: BuildPlan, context: Path) -> Path:
     return dockerfile
 
 
-def build_image(model: Path, *, ca_bundle: Path | None = None,
-                revision: str | None = None) -> BuildResult:
-    """Build, verify and label the image of ``model``.
+def build_image(model: Path, *, ca_bundle: Path | None = None, revision: str | None = None,
+                cache: CacheOptions | None = None,
+                say: Callable[[str], None] = note) -> BuildResult:
+    """Build, verify and label the image of ``model``, reusing a cached engine when the
+    engine cache has one for this build's key (``say`` reports hits, misses and dropped
+    entries; default: one ``mmaas:`` line on stderr each).
 
     Raises:
-        SpecError, DockerError, IntegrityError: as their names say.
+        SpecError, DockerError, IntegrityError, RegistryError: as their names say.
     """
     started = time.perf_counter()
-    _, plan = plan_model(model, ca_bundle=ca_bundle)
-    with tempfile.TemporaryDirectory(prefix="mmaas-context-") as scratch:
-        dockerfile = stage_context(plan, Path(scratch))
-        built = docker_engine.build(Path(scratch), dockerfile, plan.image)
-    manifest = _verified_manifest(built)
+    cache = cache or CacheOptions()
+    loaded = load_spec(model)
+    key = _engine_key(loaded, cache, say)
+    with tempfile.TemporaryDirectory(prefix="mmaas-build-") as scratch:
+        work = Path(scratch)
+        reuse = reuse_engine(loaded.spec.name, key, cache, work / "cached", say)
+        plan = _plan(loaded, ca_bundle, None, engine_key=key, cached_engine=reuse.path)
+        (work / "context").mkdir()
+        dockerfile = stage_context(plan, work / "context")
+        built = docker_engine.build(work / "context", dockerfile, plan.image)
+        model_dir = docker_engine.copy_from_image(built, MODEL_DIR, work / "model")
+        manifest = verify_model_dir(model_dir)
+        if key is not None and not reuse.hit:
+            keep_engine(loaded.spec.name, key, model_dir, cache, say)
     labels = engine_labels(manifest, plan.digest, revision)
     image_id = docker_engine.add_labels(plan.image, labels)
     check_labels(plan.image, manifest)
     return BuildResult(plan.image, image_id, manifest, labels, plan.digest,
-                       round(time.perf_counter() - started, 3))
+                       round(time.perf_counter() - started, 3), key,
+                       reuse.status if key is not None else "off")
 
 
 def compile_local(model: Path, *, rebuild: bool = False) -> Path:
@@ -121,7 +140,9 @@ def compile_local(model: Path, *, rebuild: bool = False) -> Path:
     if not rebuild and _reusable(out_dir, digest, loaded.source_path):
         return out_dir
     request = compile_request(loaded.spec, loaded.source_path, out_dir)
-    build_model_dir(request, digest, out_dir)
+    accuracy = loaded.spec.checks.accuracy
+    build_model_dir(request, digest, out_dir, checks=loaded.spec.checks.model_dump(mode="json"),
+                    samples=[loaded.model_dir / s for s in accuracy.samples] if accuracy else [])
     return out_dir
 
 
@@ -180,8 +201,23 @@ def _ca_bundle(loaded: LoadedSpec) -> Path | None:
     return None if not configured else (loaded.model_dir / configured).resolve()
 
 
-def _link_or_copy(source: Path, target: Path) -> None:
-    try:
-        os.link(source, target)
-    except OSError:
-        shutil.copy2(source, target)
+def _plan(loaded: LoadedSpec, ca_bundle: Path | None, buildkit: bool | None, *,
+          engine_key: str | None = None, cached_engine: Path | None = None) -> BuildPlan:
+    if buildkit is None:
+        buildkit = docker_engine.client().buildkit
+    return make_plan(loaded.spec, loaded.source_path, toolkit_dir=TOOLKIT_DIR,
+                     buildkit=buildkit, ca_bundle=ca_bundle or _ca_bundle(loaded),
+                     model_dir=loaded.model_dir,
+                     external_data=external_data_files(loaded.source_path),
+                     engine_key=engine_key, cached_engine=cached_engine)
+
+
+def _engine_key(loaded: LoadedSpec, cache: CacheOptions, say: Callable[[str], None]) -> str | None:
+    files = engine_inputs(loaded.spec, loaded.source_path, toolkit_dir=TOOLKIT_DIR,
+                          external_data=external_data_files(loaded.source_path),
+                          model_dir=loaded.model_dir)
+    key = key_for(loaded.spec, loaded.source_path, files)
+    if key is None and cache.enabled:
+        say(f"engine cache off for this build: {builder_image(loaded.spec)} is not in the "
+            "local Docker engine yet, so the key cannot be computed")
+    return key

@@ -1,17 +1,22 @@
 """The build plan: a completed ModelSpec -> everything ``docker build`` needs. Pure.
 
 No I/O happens here: the plan lists the files to stage (C14: the context for one model
-holds only that model's files), the generated files' text (``build-request.json``), the
-template and its values, labels and the image reference, and a digest of all of it. So
-``mmaas render`` shows exactly what ``mmaas build`` sends, and a rendered Dockerfile can
-be compared byte for byte with a golden file.
+holds only that model's files), the generated files' text (``engine-request.json`` for the
+compile, ``build-request.json`` for the stamp step; see :mod:`mmaas.stage`), the template
+and its values, labels and the image reference, and a digest of all of it. So ``mmaas
+render`` shows exactly what ``mmaas build`` sends, and a rendered Dockerfile can be compared
+byte for byte with a golden file. Layer reuse (C13): the compile reads only the engine
+request and the engine inputs (:func:`engine_inputs`), so a change to the model's name,
+version, runtime settings, labels, README or the runtime code does not re-run it; with an
+engine-cache hit the plan stages the cached model directory instead of the ONNX file and
+the builder stage only stamps it.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +27,15 @@ from mmaas.spec import InputSpec, ModelSpec, OutputSpec
 
 TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "templates"
 MODEL_DIR = "/opt/mmaas/model"
+ENGINE_DIR = "/opt/mmaas/engine"  # the builder stage's compiled (or cached) engine directory
+ENGINE_CACHE_CONTEXT = "engine-cache"  # a cache hit's model directory in the build context
+# name and version of the engine request's model: neutral, so that the compile's layer
+# and the engine-cache key survive a rename or a version bump (the stamp step sets them).
+ENGINE_MODEL = ("engine", "0")
 # Modules the builder stage runs (``python -m mmaas.stage``): only these are copied into
 # it, so a change to the server or CLI does not re-run the engine compile (C13).
 STAGE_MODULES = ("__init__.py", "errors.py", "hashing.py", "manifest.py", "datatypes.py",
-                 "samples.py", "stage.py", "backends/__init__.py")
+                 "samples.py", "gates.py", "stage.py", "backends/__init__.py")
 LABEL_PREFIX = "io.mmaas"
 
 
@@ -69,7 +79,9 @@ def model_info(spec: ModelSpec) -> ModelInfo:
 
 
 def make_plan(spec: ModelSpec, source: Path, *, toolkit_dir: Path, buildkit: bool,
-              ca_bundle: Path | None = None, external_data: Sequence[str] = ()) -> BuildPlan:
+              ca_bundle: Path | None = None, external_data: Sequence[str] = (),
+              model_dir: Path | None = None, engine_key: str | None = None,
+              cached_engine: Path | None = None) -> BuildPlan:
     """Plan the image of a completed ``spec`` whose ONNX file is ``source``.
 
     Args:
@@ -78,16 +90,26 @@ def make_plan(spec: ModelSpec, source: Path, *, toolkit_dir: Path, buildkit: boo
         toolkit_dir: the installed ``mmaas`` package directory (copied into the image).
         buildkit: whether the builder supports ``RUN --mount`` cache mounts.
         ca_bundle: a PEM bundle trusted by pip inside the build, or None.
+        model_dir: the model folder (``checks.accuracy.samples`` are relative to it);
+            default ``source``'s folder.
+        engine_key: the engine-cache key (:mod:`mmaas.engine_cache`), recorded in the
+            manifest; None when it could not be computed.
+        cached_engine: a verified engine-cache entry (model directory) to stamp instead of
+            compiling (a cache hit): the builder stage copies it and runs no compile.
     """
-    compile_ = compile_request(spec, source, Path(MODEL_DIR))
-    request = {"model": asdict(compile_.model), "settings": dict(compile_.settings),
-               "spec_digest": spec.digest(), "source": f"model/{source.name}"}
-    files = [ContextFile(source, f"model/{source.name}"),
-             *(ContextFile(source.parent / name, f"model/{name}") for name in external_data),
-             ContextFile(TEMPLATES_DIR / "requirements-runtime.txt",
-                         "requirements-runtime.txt"),
-             *(ContextFile(toolkit_dir / name, f"stage-lib/mmaas/{name}")
-               for name in (*STAGE_MODULES, f"backends/{spec.backend}.py")),
+    inputs = engine_inputs(spec, source, toolkit_dir=toolkit_dir, external_data=external_data,
+                           model_dir=model_dir)
+    engine = engine_spec(spec, source)
+    engine_request = {**engine, "spec_digest": _canonical_digest(engine),
+                      "engine_key": engine_key}
+    build_request = {**engine, "model": asdict(model_info(spec)),
+                     "settings": spec.build.model_dump(mode="json"),
+                     "spec_digest": spec.digest(), "engine_key": engine_key}
+    staged = ((*[f for f in inputs if f.target.startswith("stage-lib/")],
+               ContextFile(cached_engine, ENGINE_CACHE_CONTEXT))
+              if cached_engine is not None else inputs)
+    files = [*staged,
+             ContextFile(TEMPLATES_DIR / "requirements-runtime.txt", "requirements-runtime.txt"),
              ContextFile(toolkit_dir, "lib/mmaas")]
     if ca_bundle is not None:
         files.append(ContextFile(ca_bundle, "ca-bundle.pem"))
@@ -99,24 +121,60 @@ def make_plan(spec: ModelSpec, source: Path, *, toolkit_dir: Path, buildkit: boo
         f"{LABEL_PREFIX}.model.version": spec.version,
         f"{LABEL_PREFIX}.backend": spec.backend,
         f"{LABEL_PREFIX}.precision": spec.target_precision,
-        f"{LABEL_PREFIX}.spec.digest": request["spec_digest"],
+        f"{LABEL_PREFIX}.spec.digest": build_request["spec_digest"],
         **spec.image.labels,
     }
     values = {
         "base_image": spec.image.base_image,
         "buildkit": buildkit,
         "ca_bundle": ca_bundle is not None,
+        "cached_engine": cached_engine is not None,
         "model_dir": MODEL_DIR,
+        "engine_dir": ENGINE_DIR,
         "env": runtime_env(spec),
         "ports": [spec.runtime.grpc_port, spec.runtime.metrics_port],
         "labels": labels,
     }
+    generated = {"build-request.json": _json(build_request)}
+    if cached_engine is None:
+        generated["engine-request.json"] = _json(engine_request)
     plan = BuildPlan(image=f"{spec.image_repository}:{spec.image_tag}",
                      template=f"Dockerfile.{spec.backend}.j2", values=values,
-                     files=tuple(files),
-                     generated={"build-request.json": json.dumps(request, indent=2) + "\n"},
-                     labels=labels)
+                     files=tuple(files), generated=generated, labels=labels)
     return BuildPlan(**{**plan.__dict__, "digest": _digest(plan)})
+
+
+def engine_inputs(spec: ModelSpec, source: Path, *, toolkit_dir: Path,
+                  external_data: Sequence[str] = (),
+                  model_dir: Path | None = None) -> tuple[ContextFile, ...]:
+    """The files the engine compile reads, as staged: the ONNX file and its external data
+    (``model/``), the accuracy gate's samples (``model/<path in the model folder>``) and
+    the builder stage's mmaas modules (``stage-lib/mmaas/``). Their bytes are part of the
+    engine-cache key."""
+    folder = model_dir or source.parent
+    samples = spec.checks.accuracy.samples if spec.checks.accuracy else []
+    return (ContextFile(source, f"model/{source.name}"),
+            *(ContextFile(source.parent / name, f"model/{name}") for name in external_data),
+            *(ContextFile(folder / name, f"model/{name}") for name in samples),
+            *(ContextFile(toolkit_dir / name, f"stage-lib/mmaas/{name}")
+              for name in (*STAGE_MODULES, f"backends/{spec.backend}.py")))
+
+
+def engine_spec(spec: ModelSpec, source: Path) -> dict[str, Any]:
+    """The build-relevant part of a completed spec, normalised: the served signature with
+    a neutral name and version, the back end's own build settings only, the gates, and
+    the staged paths of the source and samples. Everything else in model.yaml (name,
+    version, description, runtime, image) leaves the engine unchanged."""
+    model = replace(model_info(spec), name=ENGINE_MODEL[0], version=ENGINE_MODEL[1])
+    build = spec.build.model_dump(mode="json")
+    settings = ({"onnxruntime": build["onnxruntime"]} if spec.backend == "onnxruntime" else
+                {**{k: v for k, v in build.items() if k != "onnxruntime"},
+                 "tensorrt": {k: v for k, v in build["tensorrt"].items()
+                              if k != "runtime_image"}})
+    samples = spec.checks.accuracy.samples if spec.checks.accuracy else []
+    return {"model": asdict(model), "settings": settings,
+            "checks": spec.checks.model_dump(mode="json"),
+            "source": f"model/{source.name}", "samples": [f"model/{s}" for s in samples]}
 
 
 def runtime_env(spec: ModelSpec) -> dict[str, str]:
@@ -144,6 +202,14 @@ def _tensor(spec: InputSpec | OutputSpec) -> TensorInfo:
                if isinstance(spec, InputSpec) else {})
     return TensorInfo(name=spec.name, datatype=spec.datatype or "FP32",
                       shape=tuple(spec.shape or ()), **profile)
+
+
+def _json(data: dict[str, Any]) -> str:
+    return json.dumps(data, indent=2) + "\n"
+
+
+def _canonical_digest(data: dict[str, Any]) -> str:
+    return bytes_digest(json.dumps(data, sort_keys=True, separators=(",", ":")).encode())
 
 
 def _digest(plan: BuildPlan) -> str:

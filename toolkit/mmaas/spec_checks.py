@@ -16,12 +16,13 @@ rather than the builder stage.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 from mmaas.datatypes import to_numpy
+from mmaas.gates import sample_arrays
 from mmaas.spec import InputSpec, LatencySpec, ModelSpec
 from mmaas.yamlio import KeyPath
 
@@ -48,29 +49,6 @@ def check_gates(spec: ModelSpec, model_dir: Path, report: Report) -> None:
         _check_latency(latency, spec.max_batch_size, inputs, report)
 
 
-def sample_arrays(path: Path, input_names: Sequence[str]) -> dict[str, np.ndarray]:
-    """The arrays of one sample file: ``.npz`` by input name, ``.npy`` for the single input.
-
-    Raises:
-        ValueError: unreadable file, an ``.npy`` for a model with several inputs, or an
-            ``.npz`` whose names differ from the inputs (says which are missing or extra).
-        OSError: the file cannot be read.
-    """
-    if path.suffix == ".npy":
-        if len(input_names) != 1:
-            raise ValueError(f"an .npy file holds one array, the model has {len(input_names)} "
-                             "inputs; save them with numpy.savez(path, **{name: array})")
-        return {input_names[0]: np.load(path, allow_pickle=False)}
-    with np.load(path, allow_pickle=False) as archive:
-        arrays = {name: archive[name] for name in archive.files}
-    missing = [name for name in input_names if name not in arrays]
-    extra = [name for name in arrays if name not in input_names]
-    if missing or extra:
-        raise ValueError(f"its arrays must be named after the inputs: missing {missing}, "
-                         f"unknown {extra}")
-    return arrays
-
-
 def _check_sample(model_dir: Path, sample: str, inputs: dict[str, InputSpec],
                   path: KeyPath, report: Report) -> None:
     file = (model_dir / sample).resolve()
@@ -81,7 +59,7 @@ def _check_sample(model_dir: Path, sample: str, inputs: dict[str, InputSpec],
         report(path, f"{sample!r} is not an .npz or .npy file; save samples with numpy.savez")
         return
     if not file.is_file():
-        report(path, f"{sample!r} does not exist in {model_dir}")
+        report(path, f"{sample!r} does not exist in the model folder")
         return
     try:
         arrays = sample_arrays(file, list(inputs))
@@ -114,10 +92,12 @@ def _shape_problem(shape: tuple[int, ...], tensor: InputSpec) -> str | None:
 def _check_latency(latency: LatencySpec, max_batch_size: int, inputs: dict[str, InputSpec],
                    report: Report) -> None:
     batch = latency.batch
-    if batch is not None and not 0 < batch <= max_batch_size:
+    if batch is not None and max_batch_size == 0:
+        report(("checks", "latency", "batch"), "the model has no batch axis (max_batch_size: "
+               "0); give full shapes under checks.latency.shapes instead")
+    elif batch is not None and batch > max_batch_size:
         report(("checks", "latency", "batch"),
-               f"batch {batch} needs 1 <= batch <= max_batch_size ({max_batch_size}); "
-               "with max_batch_size: 0 give full shapes under shapes: instead")
+               f"batch {batch} is above max_batch_size ({max_batch_size})")
     for name, shape in latency.shapes.items():
         key: KeyPath = ("checks", "latency", "shapes", name)
         if name not in inputs:

@@ -1,33 +1,45 @@
 """What runs inside the builder stage (and for ``mmaas serve``, on the host):
-compile -> profile check -> hash -> ``report.json`` + ``manifest.json``.
+compile -> profile check -> gates (``checks:``) -> hash -> ``report.json`` + ``manifest.json``.
 
 Command line (the Dockerfile's contract)::
 
-    python -m mmaas.stage build BUILD_REQUEST.json OUT_DIR   # compile into OUT_DIR
-    python -m mmaas.stage verify MODEL_DIR                   # re-check hashes
+    python -m mmaas.stage build REQUEST.json OUT_DIR             # compile into OUT_DIR
+    python -m mmaas.stage stamp REQUEST.json ENGINE_DIR OUT_DIR  # adopt a built engine
+    python -m mmaas.stage verify MODEL_DIR                       # re-check hashes
 
-``BUILD_REQUEST.json`` is written by the build plan: ``{"model": ModelInfo as a dict,
-"settings": spec.build as a dict, "spec_digest": "sha256:...", "source": path of the ONNX
-file relative to the request file}``. The model directory appears whole or not at all: it
-is assembled in a sibling temp directory and renamed into place.
+``REQUEST.json`` is written by the build plan: ``{"model": ModelInfo as a dict, "settings":
+spec.build as a dict, "spec_digest": "sha256:...", "source": path of the ONNX file relative
+to the request file, "checks": spec.checks as a dict, "samples": sample files relative to
+the request file, "engine_key": "sha256:..." or null}``. The plan writes two: the engine
+request (the model's name and version neutral, so the compile's Docker layer survives a
+rename or a version bump) and the build request. ``stamp`` turns an engine directory --
+just compiled, or a verified engine-cache entry -- into this model's directory: the engine
+and report unchanged, the manifest re-sealed with this build's name, version and spec
+digest. A model directory appears whole or not at all: it is assembled in a sibling temp
+directory and renamed into place.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 import tempfile
 import time
-from dataclasses import asdict
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import mmaas
-from mmaas.backends import CompileRequest, Engine, get_backend
-from mmaas.errors import BuildError, MmaasError
+from mmaas.backends import Backend, CompileRequest, Engine, get_backend
+from mmaas.errors import BuildError, IntegrityError, MmaasError
+from mmaas.gates import GateFailed, LatencyProbe, accuracy_gate, latency_gate, sample_arrays
 from mmaas.manifest import (
+    MANIFEST_NAME,
     FileRecord,
     Manifest,
     ModelInfo,
@@ -42,9 +54,27 @@ from mmaas.samples import POINTS, profile_shape, sample_inputs
 REPORT_NAME = "report.json"
 
 
-def read_request(path: Path) -> tuple[CompileRequest, str]:
-    """Parse a build request file into a CompileRequest (``out_dir`` left as ``.``) and
-    the spec digest.
+@dataclass(frozen=True)
+class StageRequest:
+    """A parsed request file (see the module docstring).
+
+    Attributes:
+        compile: what the back end compiles (``out_dir`` left as ``.``).
+        spec_digest: ``sha256:<hex>`` recorded in the manifest.
+        checks: ``checks:`` of model.yaml as a dict (``accuracy`` / ``latency`` or None).
+        samples: the accuracy gate's sample files (absolute paths).
+        engine_key: the engine-cache key of this engine, or None.
+    """
+
+    compile: CompileRequest
+    spec_digest: str
+    checks: Mapping[str, Any] = field(default_factory=dict)
+    samples: tuple[Path, ...] = ()
+    engine_key: str | None = None
+
+
+def read_request(path: Path) -> StageRequest:
+    """Parse a request file written by the build plan.
 
     Raises:
         BuildError: the file is missing or malformed.
@@ -54,47 +84,85 @@ def read_request(path: Path) -> tuple[CompileRequest, str]:
         request = CompileRequest(model=model_info_from_dict(raw["model"]),
                                  source=(path.parent / raw["source"]).resolve(),
                                  out_dir=Path("."), settings=raw.get("settings", {}))
-        return request, raw["spec_digest"]
+        return StageRequest(request, raw["spec_digest"], raw.get("checks") or {},
+                            tuple((path.parent / s).resolve() for s in raw.get("samples", [])),
+                            raw.get("engine_key"))
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise BuildError(f"{path}: unreadable build request ({exc})") from exc
 
 
-def build_model_dir(request: CompileRequest, spec_digest: str, out_dir: Path) -> Manifest:
-    """Compile, check over the profile, hash, and write the model directory ``out_dir``.
+def build_model_dir(request: CompileRequest, spec_digest: str, out_dir: Path, *,
+                    checks: Mapping[str, Any] | None = None, samples: Sequence[Path] = (),
+                    engine_key: str | None = None) -> Manifest:
+    """Compile, check over the profile, run the ``checks`` gates (``samples``: the accuracy
+    gate's input files), hash, and write the model directory ``out_dir``.
 
     Raises:
         BuildError: the back end fails, or the engine does not run at one of the
-            profile's min/opt/max shapes.
+            profile's min/opt/max shapes. GateFailed: a gate failed (carries its report).
     """
     backend = get_backend(request.model.backend)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}."))
-    work.chmod(0o755)  # readable by the runtime's non-root user
-    try:
+    with _assembled(out_dir) as work:
         started = time.perf_counter()
-        result = backend.compile(CompileRequest(model=request.model, source=request.source,
-                                                out_dir=work, settings=request.settings,
-                                                cache_dir=request.cache_dir))
+        result = backend.compile(replace(request, out_dir=work))
         facts = backend.describe()
         draft = Manifest(model=request.model, engine=FileRecord.of(work, result.engine_file),
                          source=FileRecord.of(request.source.parent, request.source.name),
                          spec_digest=spec_digest, backend=facts, build={})
-        checks = check_profile(backend.load(work, draft), request.model)
-        report = {"compile": dict(result.report), "profile_check": checks}
+        engine = backend.load(work, draft)
+        report = {"compile": dict(result.report),
+                  "profile_check": check_profile(engine, request.model),
+                  **run_gates(engine, request, checks or {}, samples,
+                              _probe(backend, work, draft))}
         atomic_write_text(work / REPORT_NAME, json.dumps(report, indent=2) + "\n")
-        manifest = Manifest(
-            model=draft.model, engine=draft.engine, source=draft.source,
-            spec_digest=spec_digest, backend=facts, report=report,
-            build={"mmaas_version": mmaas.__version__, "command": list(result.command),
-                   "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                   "duration_ms": round((time.perf_counter() - started) * 1000, 3)})
-        manifest = write_manifest(work, manifest)
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        work.rename(out_dir)
-        return manifest
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+        build = {"mmaas_version": mmaas.__version__, "command": list(result.command),
+                 "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                 "duration_ms": round((time.perf_counter() - started) * 1000, 3),
+                 "engine_key": engine_key}
+        return write_manifest(work, replace(draft, report=report, build=build))
+
+
+def run_gates(engine: Engine, request: CompileRequest, checks: Mapping[str, Any],
+              samples: Sequence[Path], probe: LatencyProbe | None) -> dict[str, Any]:
+    """Run the accuracy and latency gates ``checks`` declares; their reports by name
+    (``{"accuracy": ..., "latency": ...}``, only those declared).
+
+    Raises:
+        GateFailed: a gate failed. BuildError: a sample file cannot be read.
+    """
+    reports: dict[str, Any] = {}
+    names = [tensor.name for tensor in request.model.inputs]
+    if checks.get("accuracy") is not None:
+        loaded = [(sample.name, _sample(sample, names)) for sample in samples]
+        reports["accuracy"] = accuracy_gate(engine, request.model, request.source,
+                                            checks["accuracy"], loaded)
+    if checks.get("latency") is not None:
+        reports["latency"] = latency_gate(engine, request.model, checks["latency"], probe)
+    return reports
+
+
+def stamp_model_dir(engine_dir: Path, out_dir: Path, model: ModelInfo, spec_digest: str,
+                    engine_key: str | None) -> Manifest:
+    """Make ``out_dir`` this model's directory from the verified ``engine_dir`` (a fresh
+    compile or an engine-cache entry): its files linked or copied unchanged, the manifest
+    re-sealed with ``model`` (name, version) and ``spec_digest``.
+
+    Raises:
+        IntegrityError: ``engine_dir`` fails verification, was built for another engine key,
+            or serves another signature than ``model`` (beyond name and version).
+    """
+    built = verify_model_dir(engine_dir)
+    if engine_key and built.build.get("engine_key") != engine_key:
+        raise IntegrityError(f"{engine_dir}: engine built for key "
+                             f"{built.build.get('engine_key')}, this build needs {engine_key}")
+    if replace(built.model, name=model.name, version=model.version) != model:
+        raise IntegrityError(f"{engine_dir}: engine serves another signature than "
+                             f"{model.name} {model.version} (inputs, outputs or profile)")
+    with _assembled(out_dir) as work:
+        shutil.copytree(engine_dir, work, ignore=shutil.ignore_patterns(MANIFEST_NAME),
+                        copy_function=link_or_copy, dirs_exist_ok=True)
+        verify_engine(work, built)
+        return write_manifest(work, replace(built, model=model, spec_digest=spec_digest))
 
 
 def check_profile(engine: Engine, model: ModelInfo) -> list[dict[str, Any]]:
@@ -141,24 +209,81 @@ def verify_model_dir(directory: Path) -> Manifest:
 
 
 def main(argv: list[str]) -> int:
-    """Entry point of ``python -m mmaas.stage``; returns the exit code."""
+    """Entry point of ``python -m mmaas.stage``; returns the exit code. A failed gate
+    prints its report (JSON) on stderr before the one-line error."""
     try:
         if len(argv) == 3 and argv[0] == "build":
-            request, digest = read_request(Path(argv[1]))
-            manifest = build_model_dir(request, digest, Path(argv[2]))
-            print(json.dumps({"engine": asdict(manifest.engine),
-                              "profile_check": manifest.report["profile_check"]}, indent=2))
+            request = read_request(Path(argv[1]))
+            manifest = build_model_dir(request.compile, request.spec_digest, Path(argv[2]),
+                                       checks=request.checks, samples=request.samples,
+                                       engine_key=request.engine_key)
+            summary = {key: manifest.report[key] for key in manifest.report if key != "compile"}
+            print(json.dumps({"engine": asdict(manifest.engine), **summary}, indent=2))
+            return 0
+        if len(argv) == 4 and argv[0] == "stamp":
+            request = read_request(Path(argv[1]))
+            manifest = stamp_model_dir(Path(argv[2]), Path(argv[3]), request.compile.model,
+                                       request.spec_digest, request.engine_key)
+            print(f"engine stamped for {manifest.model.name} {manifest.model.version}: "
+                  f"{manifest.engine.path} {manifest.engine.blake3}")
             return 0
         if len(argv) == 2 and argv[0] == "verify":
             manifest = verify_model_dir(Path(argv[1]))
             print(f"engine verified: {manifest.engine.path} {manifest.engine.blake3}")
             return 0
+    except GateFailed as exc:
+        print(json.dumps(exc.report, indent=2), file=sys.stderr)
+        print(f"mmaas stage: error: {exc}", file=sys.stderr)
+        return exc.exit_code
     except MmaasError as exc:
         print(f"mmaas stage: error: {exc}", file=sys.stderr)
         return exc.exit_code
-    print("usage: python -m mmaas.stage build REQUEST.json OUT_DIR | verify MODEL_DIR",
-          file=sys.stderr)
+    print("usage: python -m mmaas.stage build REQUEST.json OUT_DIR | stamp REQUEST.json "
+          "ENGINE_DIR OUT_DIR | verify MODEL_DIR", file=sys.stderr)
     return 2
+
+
+@contextmanager
+def _assembled(out_dir: Path) -> Iterator[Path]:
+    """A sibling temp directory (0755: readable by the runtime's non-root user) that
+    replaces ``out_dir`` when the block succeeds, and is removed when it fails."""
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}."))
+    work.chmod(0o755)
+    try:
+        yield work
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        work.rename(out_dir)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _probe(backend: Backend, directory: Path, manifest: Manifest) -> LatencyProbe | None:
+    """The back end's own latency timer, when it has one: ``measure_latency(directory,
+    manifest, shapes, runs, warmup) -> {"p50_ms", "p90_ms", "p99_ms", "mean_ms", "max_ms",
+    "timer"}`` (the hook the TensorRT back end implements with trtexec)."""
+    measure = getattr(backend, "measure_latency", None)
+    if measure is None:
+        return None
+    return lambda shapes, runs, warmup: measure(directory, manifest, shapes, runs, warmup)
+
+
+def _sample(path: Path, names: list[str]) -> dict[str, Any]:
+    try:
+        return sample_arrays(path, names)
+    except (OSError, ValueError) as exc:
+        raise BuildError(f"accuracy gate: sample {path.name}: {exc}") from exc
+
+
+def link_or_copy(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> None:
+    """Hard-link ``source`` to ``target`` (large engines cost no copy), or copy it (with
+    its times and mode) across file systems; usable as ``shutil.copytree``'s
+    ``copy_function``."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
 
 
 if __name__ == "__main__":
