@@ -28,30 +28,41 @@ def plan_of(loaded, **options):
 
 
 @pytest.mark.parametrize("buildkit", [True, False], ids=["buildkit", "legacy"])
-def test_rendered_dockerfile_matches_golden_file(det, buildkit: bool) -> None:
-    text = render_dockerfile(plan_of(det, buildkit=buildkit))
-    golden = GOLDEN / f"ppocr-det.{'buildkit' if buildkit else 'legacy'}.Dockerfile"
+@pytest.mark.parametrize("phase", ["compile", "package"])
+def test_rendered_dockerfile_matches_golden_file(det, buildkit: bool, phase: str) -> None:
+    engine = Path("engine") if phase == "package" else None
+    text = render_dockerfile(plan_of(det, buildkit=buildkit, engine_dir=engine))
+    prefix = "ppocr-det.compile" if phase == "compile" else "ppocr-det"
+    golden = GOLDEN / f"{prefix}.{'buildkit' if buildkit else 'legacy'}.Dockerfile"
     if os.environ.get("MMAAS_UPDATE_GOLDEN"):
         golden.write_text(text)
     assert text == golden.read_text(), "run with MMAAS_UPDATE_GOLDEN=1 after a deliberate change"
 
 
-def test_dockerfile_orders_layers_and_runs_as_non_root(det) -> None:
-    text = render_dockerfile(plan_of(det))
-    assert text.startswith("# Rendered by mmaas from templates/Dockerfile.onnxruntime.j2; plan "
-                           "sha256:")
+def test_dockerfiles_order_layers_and_run_as_non_root(det) -> None:
+    compile_ = render_dockerfile(plan_of(det))
+    package = render_dockerfile(plan_of(det, engine_dir=Path("engine")))
+    def framework(text: str) -> str:  # the shared stage, without the header line
+        return text[text.index("\n"):text.index("ENV PATH=")]
+
+    assert framework(compile_) == framework(package)  # one cached framework layer for both
     order = ["FROM mmaas/base:bookworm AS framework", "requirements-runtime.txt",
              "FROM framework AS builder", "COPY stage-lib/", "COPY model/",
-             "COPY engine-request.json", "python -m mmaas.stage build",
+             "COPY engine-request.json", "python -m mmaas.stage build"]
+    assert [compile_.index(marker) for marker in order] == sorted(
+        compile_.index(marker) for marker in order)
+    assert "AS runtime" not in compile_ and "mmaas.stage stamp" not in compile_
+    order = ["FROM framework AS builder", "COPY stage-lib/", "COPY engine/ /opt/mmaas/engine/",
              "COPY build-request.json", "python -m mmaas.stage stamp",
              "FROM framework AS runtime", "COPY --from=builder /opt/mmaas/engine/",
              "COPY --from=builder /opt/mmaas/model/manifest.json",
              "COPY lib/", "python -m mmaas.stage verify", "LABEL", "USER 10001", "ENTRYPOINT"]
-    positions = [text.index(marker) for marker in order]
-    assert positions == sorted(positions)
-    assert "--mount=type=cache,target=/root/.cache/pip" in text
-    assert "# syntax=" not in text  # a syntax line pulls a front-end image
-    legacy = render_dockerfile(plan_of(det, buildkit=False))
+    assert [package.index(marker) for marker in order] == sorted(
+        package.index(marker) for marker in order)
+    assert "mmaas.stage build" not in package and "COPY model/" not in package
+    assert "--mount=type=cache,target=/root/.cache/pip" in package
+    assert "# syntax=" not in package  # a syntax line pulls a front-end image
+    legacy = render_dockerfile(plan_of(det, buildkit=False, engine_dir=Path("engine")))
     assert "--mount" not in legacy and "--no-cache-dir" in legacy
 
 
@@ -117,25 +128,23 @@ def test_engine_request_leaves_out_what_does_not_change_the_engine(det) -> None:
     assert third.generated["engine-request.json"] != first.generated["engine-request.json"]
 
 
-def test_cache_hit_plan_stamps_the_cached_engine_without_compiling(det, tmp_path: Path) -> None:
-    cached = tmp_path / "cached"
-    cached.mkdir()
+def test_package_plan_stamps_the_engine_directory_without_compiling(det, tmp_path: Path) -> None:
+    """The package build stages the verified engine directory (compiled just now or an
+    engine-cache hit: the same build either way), not the ONNX file."""
+    engine = tmp_path / "engine"
+    engine.mkdir()
     for name in ("manifest.json", "model.ort.onnx", "report.json"):
-        (cached / name).write_text(name)
-    plan = plan_of(det, engine_key="sha256:" + "0" * 64, cached_engine=cached)
-    text = render_dockerfile(plan)
-    assert "COPY engine-cache/ /opt/mmaas/engine/" in text
-    assert "mmaas.stage build" not in text and "COPY model/" not in text
-    assert text.index("COPY engine-cache/") < text.index("mmaas.stage stamp")
+        (engine / name).write_text(name)
+    plan = plan_of(det, engine_key="sha256:" + "0" * 64, engine_dir=engine)
     assert "engine-request.json" not in plan.generated
     assert json.loads(plan.generated["build-request.json"])["engine_key"] == "sha256:" + "0" * 64
     context = tmp_path / "context"
     context.mkdir()
     stage_context(plan, context)
     assert sorted(p.name for p in context.iterdir()) == [
-        "Dockerfile", "build-request.json", "engine-cache", "lib", "requirements-runtime.txt",
+        "Dockerfile", "build-request.json", "engine", "lib", "requirements-runtime.txt",
         "stage-lib"]
-    assert sorted(p.name for p in (context / "engine-cache").iterdir()) == [
+    assert sorted(p.name for p in (context / "engine").iterdir()) == [
         "manifest.json", "model.ort.onnx", "report.json"]
 
 

@@ -67,7 +67,7 @@ def push_entry(target: RegistryTarget, model: str, key: str, entry: Path, *,
         return push_image(reference, target, cache_name(model), key.partition(":")[2],
                           credentials=credentials, attempts=attempts)
     finally:
-        _docker(["image", "rm", "--force", image_id])
+        remove_image(image_id)
 
 
 def pull_entry(target: RegistryTarget, model: str, key: str, dest: Path, *,
@@ -95,7 +95,13 @@ def pull_entry(target: RegistryTarget, model: str, key: str, dest: Path, *,
     try:
         docker_engine.copy_from_image(reference, ENTRY_DIR, dest)
     finally:
-        _docker(["image", "rm", "--force", reference])
+        remove_image(reference)
     if not dest.is_dir():
         raise RegistryError(f"{reference}: the cache image holds no {ENTRY_DIR} directory")
     return True
+
+
+def remove_image(image: str) -> None:
+    """Remove a local image made or pulled by a build (an id removes every tag of it);
+    a missing image is not an error. (Belongs in :mod:`mmaas.docker_engine`.)"""
+    _docker(["image", "rm", "--force", image])

@@ -75,14 +75,18 @@ def reuse_engine(model: str, key: str | None, cache: CacheOptions, dest: Path,
     return Reuse(None, "miss")
 
 
-def keep_engine(model: str, key: str, model_dir: Path, cache: CacheOptions,
+def keep_engine(model: str, key: str, engine_dir: Path, cache: CacheOptions,
                 say: Say = note) -> None:
-    """Store the freshly built and verified ``model_dir`` under ``key``, and push it to
-    ``cache.registry`` when set."""
+    """Store the freshly compiled and verified ``engine_dir`` under ``key``, and push it to
+    ``cache.registry`` when set.
+
+    Raises:
+        IntegrityError: ``engine_dir`` fails verification or was built for another key.
+    """
     if not cache.enabled:
         return
     store = EngineCache(cache.root)
-    if store.store(key, model_dir):
+    if store.store(key, engine_dir):
         say(f"engine cached as {key} in {store.root}")
     if cache.registry is None:
         return

@@ -1,33 +1,43 @@
-"""``mmaas build``: load -> engine-cache key -> reuse? -> plan -> render -> stage context ->
-docker build -> check -> keep the engine.
+"""``mmaas build``: load -> engine-cache key -> cached engine, or the compile build (then
+keep the engine) -> the package build -> check.
 
-A cached engine (local or pulled; :mod:`mmaas.engine_reuse`) is staged instead of the ONNX
-file and only stamped in the builder stage; a freshly compiled one is stored (and pushed)
-after the build. After the image is built, its model directory is copied out and verified
-on the host (the manifest's self-digest and the engine's hashes), and the engine's identity
-is added as labels (``io.mmaas.engine.blake3`` ...), which are then read back and compared with
-the manifest: an image whose labels, manifest and engine disagree is never tagged.
+"Compile, then package", as the GPU route does: the compile build ends in the builder stage
+whose engine directory is copied out, verified and stored in the engine cache (and pushed);
+the package build stages that directory (or a cache hit: :mod:`mmaas.engine_reuse`) instead
+of the ONNX file and only stamps it, so it is the same build either way. After the image is
+built, its model directory is copied out and verified on the host (the manifest's
+self-digest and the engine's hashes), and the engine's identity is added as labels
+(``io.mmaas.engine.blake3`` ...), which are then read back and compared with the manifest:
+an image whose labels, manifest and engine disagree is never tagged.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import mmaas
 from mmaas import docker_engine
+from mmaas.engine_cache_registry import remove_image
 from mmaas.engine_key import builder_image, key_for
-from mmaas.engine_reuse import CacheOptions, keep_engine, note, reuse_engine
+from mmaas.engine_reuse import CacheOptions, Say, keep_engine, note, reuse_engine
 from mmaas.errors import IntegrityError
 from mmaas.hashing import file_digests
 from mmaas.manifest import Manifest, atomic_write_text
 from mmaas.onnx_graph import external_data_files
-from mmaas.plan import MODEL_DIR, BuildPlan, compile_request, engine_inputs, make_plan
+from mmaas.plan import (
+    ENGINE_DIR,
+    MODEL_DIR,
+    BuildPlan,
+    compile_request,
+    engine_inputs,
+    make_plan,
+)
 from mmaas.render import render_dockerfile
 from mmaas.spec_load import LoadedSpec, load_spec
 from mmaas.stage import build_model_dir, link_or_copy, verify_model_dir
@@ -93,14 +103,14 @@ def stage_context(plan: BuildPlan, context: Path) -> Path:
 
 
 def build_image(model: Path, *, ca_bundle: Path | None = None, revision: str | None = None,
-                cache: CacheOptions | None = None,
-                say: Callable[[str], None] = note) -> BuildResult:
-    """Build, verify and label the image of ``model``, reusing a cached engine when the
-    engine cache has one for this build's key (``say`` reports hits, misses and dropped
-    entries; default: one ``mmaas:`` line on stderr each).
+                cache: CacheOptions | None = None, say: Say = note) -> BuildResult:
+    """Build, verify and label the image of ``model``: take the engine from the engine cache
+    (local, then registry) or compile it in the compile build (and keep it), then package
+    it in the package build. ``say`` reports hits, misses and dropped entries (default:
+    one ``mmaas:`` line on stderr each).
 
     Raises:
-        SpecError, DockerError, IntegrityError, RegistryError: as their names say.
+        SpecError, DockerError, IntegrityError, BuildError: as their names say.
     """
     started = time.perf_counter()
     cache = cache or CacheOptions()
@@ -109,20 +119,38 @@ def build_image(model: Path, *, ca_bundle: Path | None = None, revision: str | N
     with tempfile.TemporaryDirectory(prefix="mmaas-build-") as scratch:
         work = Path(scratch)
         reuse = reuse_engine(loaded.spec.name, key, cache, work / "cached", say)
-        plan = _plan(loaded, ca_bundle, None, engine_key=key, cached_engine=reuse.path)
-        (work / "context").mkdir()
-        dockerfile = stage_context(plan, work / "context")
-        built = docker_engine.build(work / "context", dockerfile, plan.image)
-        model_dir = docker_engine.copy_from_image(built, MODEL_DIR, work / "model")
-        manifest = verify_model_dir(model_dir)
+        engine_dir = reuse.path or compile_engine(loaded, key, work, ca_bundle)
         if key is not None and not reuse.hit:
-            keep_engine(loaded.spec.name, key, model_dir, cache, say)
+            keep_engine(loaded.spec.name, key, engine_dir, cache, say)
+        plan = _plan(loaded, ca_bundle, None, engine_key=key, engine_dir=engine_dir)
+        built = _build(plan, work / "package", plan.image)
+        manifest = verify_model_dir(docker_engine.copy_from_image(built, MODEL_DIR,
+                                                                  work / "model"))
     labels = engine_labels(manifest, plan.digest, revision)
     image_id = docker_engine.add_labels(plan.image, labels)
     check_labels(plan.image, manifest)
     return BuildResult(plan.image, image_id, manifest, labels, plan.digest,
-                       round(time.perf_counter() - started, 3), key,
-                       reuse.status if key is not None else "off")
+                       round(time.perf_counter() - started, 3), key, reuse.status)
+
+
+def compile_engine(loaded: LoadedSpec, key: str | None, work: Path,
+                   ca_bundle: Path | None = None) -> Path:
+    """Run the compile build of ``loaded`` and return its verified engine directory,
+    copied out to ``work/engine`` (the builder image's tag is removed afterwards).
+
+    Raises:
+        DockerError: the build failed (a failed gate or profile check names itself in the
+            build output). IntegrityError: the engine directory does not verify.
+    """
+    plan = _plan(loaded, ca_bundle, None, engine_key=key)
+    tag = f"{loaded.spec.image_repository}:engine-{secrets.token_hex(6)}"
+    image = _build(plan, work / "compile", tag)
+    try:
+        engine_dir = docker_engine.copy_from_image(tag, ENGINE_DIR, work / "engine")
+    finally:
+        remove_image(image)
+    verify_model_dir(engine_dir)
+    return engine_dir
 
 
 def compile_local(model: Path, *, rebuild: bool = False) -> Path:
@@ -201,18 +229,23 @@ def _ca_bundle(loaded: LoadedSpec) -> Path | None:
     return None if not configured else (loaded.model_dir / configured).resolve()
 
 
+def _build(plan: BuildPlan, context: Path, tag: str) -> str:
+    context.mkdir()
+    return docker_engine.build(context, stage_context(plan, context), tag)
+
+
 def _plan(loaded: LoadedSpec, ca_bundle: Path | None, buildkit: bool | None, *,
-          engine_key: str | None = None, cached_engine: Path | None = None) -> BuildPlan:
+          engine_key: str | None = None, engine_dir: Path | None = None) -> BuildPlan:
     if buildkit is None:
         buildkit = docker_engine.client().buildkit
     return make_plan(loaded.spec, loaded.source_path, toolkit_dir=TOOLKIT_DIR,
                      buildkit=buildkit, ca_bundle=ca_bundle or _ca_bundle(loaded),
                      model_dir=loaded.model_dir,
                      external_data=external_data_files(loaded.source_path),
-                     engine_key=engine_key, cached_engine=cached_engine)
+                     engine_key=engine_key, engine_dir=engine_dir)
 
 
-def _engine_key(loaded: LoadedSpec, cache: CacheOptions, say: Callable[[str], None]) -> str | None:
+def _engine_key(loaded: LoadedSpec, cache: CacheOptions, say: Say) -> str | None:
     files = engine_inputs(loaded.spec, loaded.source_path, toolkit_dir=TOOLKIT_DIR,
                           external_data=external_data_files(loaded.source_path),
                           model_dir=loaded.model_dir)

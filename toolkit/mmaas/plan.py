@@ -7,9 +7,9 @@ and its values, labels and the image reference, and a digest of all of it. So ``
 render`` shows exactly what ``mmaas build`` sends, and a rendered Dockerfile can be compared
 byte for byte with a golden file. Layer reuse (C13): the compile reads only the engine
 request and the engine inputs (:func:`engine_inputs`), so a change to the model's name,
-version, runtime settings, labels, README or the runtime code does not re-run it; with an
-engine-cache hit the plan stages the cached model directory instead of the ONNX file and
-the builder stage only stamps it.
+version, runtime settings, labels, README or the runtime code does not re-run it; and the
+package build stages the engine directory, not the ONNX file, so it is the same build
+whether the engine was compiled just now or came from the engine cache.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from mmaas.spec import InputSpec, ModelSpec, OutputSpec
 TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "templates"
 MODEL_DIR = "/opt/mmaas/model"
 ENGINE_DIR = "/opt/mmaas/engine"  # the builder stage's compiled (or cached) engine directory
-ENGINE_CACHE_CONTEXT = "engine-cache"  # a cache hit's model directory in the build context
+ENGINE_CONTEXT = "engine"  # the package build's engine directory in its build context
 # name and version of the engine request's model: neutral, so that the compile's layer
 # and the engine-cache key survive a rename or a version bump (the stamp step sets them).
 ENGINE_MODEL = ("engine", "0")
@@ -81,8 +81,12 @@ def model_info(spec: ModelSpec) -> ModelInfo:
 def make_plan(spec: ModelSpec, source: Path, *, toolkit_dir: Path, buildkit: bool,
               ca_bundle: Path | None = None, external_data: Sequence[str] = (),
               model_dir: Path | None = None, engine_key: str | None = None,
-              cached_engine: Path | None = None) -> BuildPlan:
-    """Plan the image of a completed ``spec`` whose ONNX file is ``source``.
+              engine_dir: Path | None = None) -> BuildPlan:
+    """Plan one of the two builds of a completed ``spec`` whose ONNX file is ``source``:
+    the compile build (``engine_dir`` None; its last stage holds the compiled engine
+    directory at :data:`ENGINE_DIR`) or the package build of the image around the verified
+    engine directory ``engine_dir`` (just compiled, or an engine-cache hit). The package
+    build is the same whichever way the engine came, so its layers are reused (C13).
 
     Args:
         external_data: the ONNX file's external data locations (relative to its folder,
@@ -92,10 +96,9 @@ def make_plan(spec: ModelSpec, source: Path, *, toolkit_dir: Path, buildkit: boo
         ca_bundle: a PEM bundle trusted by pip inside the build, or None.
         model_dir: the model folder (``checks.accuracy.samples`` are relative to it);
             default ``source``'s folder.
-        engine_key: the engine-cache key (:mod:`mmaas.engine_cache`), recorded in the
+        engine_key: the engine-cache key (:mod:`mmaas.engine_key`), recorded in the
             manifest; None when it could not be computed.
-        cached_engine: a verified engine-cache entry (model directory) to stamp instead of
-            compiling (a cache hit): the builder stage copies it and runs no compile.
+        engine_dir: the engine directory to package, or None for the compile build.
     """
     inputs = engine_inputs(spec, source, toolkit_dir=toolkit_dir, external_data=external_data,
                            model_dir=model_dir)
@@ -106,8 +109,8 @@ def make_plan(spec: ModelSpec, source: Path, *, toolkit_dir: Path, buildkit: boo
                      "settings": spec.build.model_dump(mode="json"),
                      "spec_digest": spec.digest(), "engine_key": engine_key}
     staged = ((*[f for f in inputs if f.target.startswith("stage-lib/")],
-               ContextFile(cached_engine, ENGINE_CACHE_CONTEXT))
-              if cached_engine is not None else inputs)
+               ContextFile(engine_dir, ENGINE_CONTEXT))
+              if engine_dir is not None else inputs)
     files = [*staged,
              ContextFile(TEMPLATES_DIR / "requirements-runtime.txt", "requirements-runtime.txt"),
              ContextFile(toolkit_dir, "lib/mmaas")]
@@ -128,7 +131,7 @@ def make_plan(spec: ModelSpec, source: Path, *, toolkit_dir: Path, buildkit: boo
         "base_image": spec.image.base_image,
         "buildkit": buildkit,
         "ca_bundle": ca_bundle is not None,
-        "cached_engine": cached_engine is not None,
+        "phase": "compile" if engine_dir is None else "package",
         "model_dir": MODEL_DIR,
         "engine_dir": ENGINE_DIR,
         "env": runtime_env(spec),
@@ -136,7 +139,7 @@ def make_plan(spec: ModelSpec, source: Path, *, toolkit_dir: Path, buildkit: boo
         "labels": labels,
     }
     generated = {"build-request.json": _json(build_request)}
-    if cached_engine is None:
+    if engine_dir is None:
         generated["engine-request.json"] = _json(engine_request)
     plan = BuildPlan(image=f"{spec.image_repository}:{spec.image_tag}",
                      template=f"Dockerfile.{spec.backend}.j2", values=values,
