@@ -10,7 +10,9 @@ stopped by PID when the test ends.
 
 from __future__ import annotations
 
+import base64
 import io
+import json
 import secrets
 import shutil
 import socket
@@ -30,6 +32,10 @@ import yaml
 REGISTRY_BINARY = "docker-registry"
 READY_TIMEOUT_S = 15.0
 ENGINE_LABEL_VALUE = "blake3:" + "ab12" * 16
+MANIFEST_TYPES = (
+    "application/vnd.docker.distribution.manifest.v2+json, "
+    "application/vnd.oci.image.manifest.v1+json"
+)
 
 
 @dataclass
@@ -68,6 +74,24 @@ class LocalRegistry:
             self.process.terminate()
             self.process.wait(timeout=10)
         self.process = None
+
+    def manifest_digest(self, repository: str, tag: str) -> str:
+        """The digest the registry itself reports for ``repository:tag`` (HEAD manifest)."""
+        request = self._request(f"/v2/{repository}/manifests/{tag}", method="HEAD")
+        request.add_header("Accept", MANIFEST_TYPES)
+        with urllib.request.urlopen(request, timeout=5) as answer:
+            return str(answer.headers["Docker-Content-Digest"])
+
+    def catalog(self) -> list[str]:
+        """Every repository the registry holds (``/v2/_catalog``)."""
+        with urllib.request.urlopen(self._request("/v2/_catalog"), timeout=5) as answer:
+            return list(json.load(answer)["repositories"])
+
+    def _request(self, path: str, method: str = "GET") -> urllib.request.Request:
+        token = base64.b64encode(f"{self.user}:{self.password}".encode()).decode()
+        return urllib.request.Request(
+            f"http://{self.host}{path}", method=method, headers={"Authorization": f"Basic {token}"}
+        )
 
     def log_tail(self) -> str:
         path = self.folder / "registry.log"

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import subprocess
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -26,24 +24,6 @@ from mmaas.registry import (
     push_image,
 )
 from registry_fixtures import ENGINE_LABEL_VALUE, LocalRegistry
-
-MANIFEST_TYPES = (
-    "application/vnd.docker.distribution.manifest.v2+json, "
-    "application/vnd.oci.image.manifest.v1+json"
-)
-
-
-def stored_digest(registry: LocalRegistry, repository: str, tag: str) -> str:
-    """The digest the registry itself reports for ``repository:tag`` (HEAD manifest)."""
-    request = urllib.request.Request(
-        f"http://{registry.host}/v2/{repository}/manifests/{tag}",
-        method="HEAD",
-        headers={"Accept": MANIFEST_TYPES},
-    )
-    token = base64.b64encode(f"{registry.user}:{registry.password}".encode()).decode()
-    request.add_header("Authorization", f"Basic {token}")
-    with urllib.request.urlopen(request, timeout=5) as answer:
-        return str(answer.headers["Docker-Content-Digest"])
 
 
 def docker_config_file() -> Path:
@@ -95,7 +75,7 @@ def test_push_pull_back_and_digests_agree(
     assert result.engine == ENGINE_LABEL_VALUE
     assert result.reference == f"{local_registry.host}/mmaas/tiny@{result.digest}"
     for tag in result.tags:
-        assert stored_digest(local_registry, "mmaas/tiny", tag) == result.digest
+        assert local_registry.manifest_digest("mmaas/tiny", tag) == result.digest
     assert not any(local_registry.password in arg for argv in argvs for arg in argv)
     assert config_snapshot() == before  # credentials lived in a deleted temp config only
 
@@ -201,7 +181,7 @@ def test_a_registry_that_comes_up_late_is_reached_by_the_retries(
         )
     finally:
         starter.join()
-    assert stored_digest(registry, "late/tiny", "2.0") == result.digest
+    assert registry.manifest_digest("late/tiny", "2.0") == result.digest
 
 
 @pytest.mark.docker
@@ -253,5 +233,5 @@ def test_push_command_prints_the_digest_as_json(
     printed = json.loads(outcome.stdout)
     assert printed["repository"] == f"{local_registry.host}/ci/ppocr-cls"
     assert printed["tags"] == ["1.0.0", "blake3-" + "ab12" * 4]
-    assert printed["digest"] == stored_digest(local_registry, "ci/ppocr-cls", "1.0.0")
+    assert printed["digest"] == local_registry.manifest_digest("ci/ppocr-cls", "1.0.0")
     assert local_registry.password not in outcome.output
