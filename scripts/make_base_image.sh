@@ -14,6 +14,8 @@
 #   MMAAS_DEBIAN_SUITE    Debian suite (default bookworm)
 #   MMAAS_CA_BUNDLE       PEM bundle added to the image's trust store
 #                         (default /etc/ssl/certs/ca-certificates.crt; "none" to skip)
+#   MMAAS_DEBOOTSTRAP_CACHE  where the downloaded .deb files are kept for the next run
+#                         (default /var/cache/mmaas/debootstrap)
 # The image carries the label mmaas.base.recipe=<sha256 of this script>; scripts/setup.sh
 # remakes the image when this script changes.
 set -euo pipefail
@@ -24,6 +26,7 @@ CA_BUNDLE=${MMAAS_CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}
 PACKAGES=python3,python3-venv,ca-certificates
 CA_PATH=/etc/ssl/certs/ca-certificates.crt
 APT_DIR=${MMAAS_APT_DIR:-/etc/apt}
+DEB_CACHE=${MMAAS_DEBOOTSTRAP_CACHE:-/var/cache/mmaas/debootstrap}
 
 say() { printf 'make_base_image: %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
@@ -123,11 +126,13 @@ main() {
   local mirror started log
   mirror=$(debian_mirror)
   ROOTFS=$(mktemp -d "${TMPDIR:-/tmp}/mmaas-rootfs.XXXXXX")
-  trap 'rm -rf "$ROOTFS"' EXIT
+  trap 'rm -rf --one-file-system "$ROOTFS"' EXIT
   log=${TMPDIR:-/tmp}/mmaas-debootstrap.log
   started=$SECONDS
   say "debootstrap $SUITE (minbase + $PACKAGES) from $mirror"
-  if ! debootstrap --variant=minbase --include="$PACKAGES" "$SUITE" "$ROOTFS" "$mirror" \
+  mkdir -p "$DEB_CACHE"
+  if ! debootstrap --variant=minbase --include="$PACKAGES" --cache-dir="$DEB_CACHE" \
+      "$SUITE" "$ROOTFS" "$mirror" \
       >"$log" 2>&1; then
     tail -n 20 "$log" >&2
     die "debootstrap failed (full log: $log)"

@@ -40,7 +40,18 @@ ensure_apt_packages() {
   say "installing ${missing[*]} (apt-get)"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+# A dockerd that was killed leaves its pid file; dockerd refuses to start while the PID in
+# it belongs to any live process, so drop the file when that process is not a dockerd.
+remove_stale_pidfile() {
+  local pidfile=$1 pid
+  [[ -f $pidfile ]] || return 0
+  pid=$(<"$pidfile")
+  if [[ $(cat "/proc/$pid/comm" 2>/dev/null) != dockerd ]]; then
+    rm -f "$pidfile"
+  fi
 }
 
 ensure_dockerd() {
@@ -50,11 +61,12 @@ ensure_dockerd() {
   fi
   [[ -z ${DOCKER_HOST:-} ]] || die "DOCKER_HOST=$DOCKER_HOST does not answer; start that engine or unset DOCKER_HOST"
   [[ $(id -u) == 0 ]] || die "the Docker engine is not running; start it as root (dockerd) or run this script as root"
+  remove_stale_pidfile /var/run/docker.pid
   say "starting dockerd (log: $DOCKERD_LOG)"
   mkdir -p "$(dirname "$DOCKERD_LOG")"
   local dockerd
   dockerd=$(command -v dockerd || echo /usr/sbin/dockerd)
-  setsid "$dockerd" >>"$DOCKERD_LOG" 2>&1 </dev/null &
+  setsid "$dockerd" >>"$DOCKERD_LOG" 2>&1 </dev/null 9>&- &
   local pid=$! deadline=$((SECONDS + DOCKERD_TIMEOUT))
   until "$DOCKER" info >/dev/null 2>&1; do
     if ! kill -0 "$pid" 2>/dev/null; then
@@ -111,8 +123,17 @@ ensure_base_image() {
   MMAAS_DOCKER=$DOCKER bash "$ROOT/scripts/make_base_image.sh" "$BASE_IMAGE"
 }
 
+# One set-up at a time per machine: the engine, the base image and .venv are shared.
+take_lock() {
+  exec 9>"${TMPDIR:-/tmp}/mmaas-setup.lock"
+  flock -n 9 && return
+  say "waiting for another scripts/setup.sh to finish"
+  flock 9
+}
+
 main() {
   local started=$SECONDS
+  take_lock
   ensure_apt_packages
   ensure_dockerd
   ensure_venv
