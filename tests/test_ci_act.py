@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -66,8 +67,23 @@ def run_local(repo: GitRepo, registry: LocalRegistry) -> str:
     return output
 
 
+@pytest.fixture
+def registry(local_registry: LocalRegistry, docker_cli: list[str]) -> Iterator[LocalRegistry]:
+    """The local registry; afterwards the local tags the push made for it are removed."""
+    yield local_registry
+    listed = subprocess.run(
+        [*docker_cli, "image", "ls", "--format", "{{.Repository}}:{{.Tag}}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    pushed = [tag for tag in listed if tag.startswith(f"{local_registry.host}/")]
+    if pushed:
+        subprocess.run([*docker_cli, "image", "rm", *pushed], capture_output=True, check=False)
+
+
 def test_a_change_under_models_pushes_exactly_that_image(
-    tmp_path: Path, local_registry, docker_cli: list[str]
+    tmp_path: Path, registry: LocalRegistry
 ) -> None:
     repo = clone_of_this_project(tmp_path)
     repo.write(
@@ -75,35 +91,27 @@ def test_a_change_under_models_pushes_exactly_that_image(
         (repo.path / "models/ppocr-cls/README.md").read_text() + "\nCI change.\n",
     )
     repo.commit("ppocr-cls: touch its README")
-    output = run_local(repo, local_registry)
+    output = run_local(repo, registry)
 
-    assert local_registry.catalog() == ["e2e/ppocr-cls"]
+    assert registry.catalog() == ["e2e/ppocr-cls"]
     row = re.search(
         r"\| ppocr-cls \| onnxruntime \| `blake3:(?P<engine>[0-9a-f]{64})` \| "
         r"`(?P<ref>\S+@(?P<digest>sha256:[0-9a-f]{64}))` \| [\d.]+ s \|",
         output,
     )
     assert row, output[-4000:]
-    assert row["ref"].startswith(f"{local_registry.host}/e2e/ppocr-cls@")
+    assert row["ref"].startswith(f"{registry.host}/e2e/ppocr-cls@")
     for tag in ("1.0.0", f"blake3-{row['engine'][:16]}"):
-        assert local_registry.manifest_digest("e2e/ppocr-cls", tag) == row["digest"]
+        assert registry.manifest_digest("e2e/ppocr-cls", tag) == row["digest"]
     assert "build ppocr-det" not in output and "build ppocr-rec" not in output
-    listed = subprocess.run(
-        [*docker_cli, "image", "ls", "--format", "{{.Repository}}:{{.Tag}}"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    pushed_tags = [tag for tag in listed if tag.startswith(f"{local_registry.host}/")]
-    subprocess.run([*docker_cli, "image", "rm", *pushed_tags], capture_output=True, check=False)
 
 
-def test_a_change_outside_models_builds_nothing(tmp_path: Path, local_registry) -> None:
+def test_a_change_outside_models_builds_nothing(tmp_path: Path, registry: LocalRegistry) -> None:
     repo = clone_of_this_project(tmp_path)
     repo.write("docs/ci-note.md", "Nothing under models/ changes.\n")
     repo.commit("docs only")
-    output = run_local(repo, local_registry)
+    output = run_local(repo, registry)
     assert "0 model(s) to build" in output
     assert "count=0" in output
     assert "Run Main Build" not in output
-    assert local_registry.catalog() == []
+    assert registry.catalog() == []
