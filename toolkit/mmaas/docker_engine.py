@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -85,6 +86,20 @@ def _has_buildkit(binary: str, versions: Mapping[str, object]) -> bool:
     return int(client_version.split(".")[0] or 0) < 23
 
 
+def run(args: Sequence[str], *, config: Path | None = None, input_bytes: bytes | None = None,
+        check: bool = False) -> subprocess.CompletedProcess[str]:
+    """Run the chosen client with ``args`` and capture its output. ``config`` selects a
+    Docker config directory (``docker --config DIR``, e.g. a throw-away login);
+    ``input_bytes`` go to stdin (``login --password-stdin``: never a password on argv).
+
+    Raises:
+        ProcessError: ``check`` is set and the client exits non-zero.
+    """
+    prefix = ["--config", str(config)] if config is not None else []
+    return proc.run(client().argv(*prefix, *args), input_bytes=input_bytes, check=check,
+                    what=f"docker {args[0]}")
+
+
 def build(context: Path, dockerfile: Path, tag: str, *, labels: Mapping[str, str] | None = None,
           target: str | None = None, echo: bool = True) -> str:
     """``docker build`` the staged ``context``; stream progress to stderr; return the
@@ -137,7 +152,7 @@ def inspect_image(image: str) -> dict[str, object]:
     Raises:
         DockerError: no such image.
     """
-    result = proc.run(client().argv("image", "inspect", image), check=False)
+    result = run(["image", "inspect", image])
     if result.returncode != 0:
         raise DockerError(f"no image {image!r} in the local Docker engine",
                           hint="build it with `mmaas build` or pull it first")
@@ -153,12 +168,11 @@ def image_labels(image: str) -> dict[str, str]:
 
 def copy_from_image(image: str, source: str, dest: Path) -> Path:
     """Copy the directory ``source`` out of ``image`` (without running it) to ``dest``."""
-    docker = client()
-    container = proc.run(docker.argv("create", image), what="docker create").stdout.strip()
+    container = run(["create", image], check=True).stdout.strip()
     try:
-        proc.run(docker.argv("cp", f"{container}:{source}", str(dest)), what="docker cp")
+        run(["cp", f"{container}:{source}", str(dest)], check=True)
     finally:
-        proc.run(docker.argv("rm", "--force", container), check=False)
+        run(["rm", "--force", container])
     return dest
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from mmaas import docker_engine, proc
+from mmaas import docker_engine
 from mmaas.errors import RegistryError, UsageError
 
 LOG = logging.getLogger(__name__)
@@ -184,7 +184,7 @@ def push_image(
     repository = target.repository(name)
     tags = (version, engine_tag(engine))
     for tag in tags:
-        _docker(["tag", image, f"{repository}:{tag}"], check=True)
+        docker_engine.run(["tag", image, f"{repository}:{tag}"], check=True)
     with _login(target.host, credentials, attempts, backoff_s) as config:
         digests = {
             _retried(
@@ -212,7 +212,7 @@ def _login(
         config = Path(scratch)
 
         def login() -> str:
-            done = _docker(
+            done = docker_engine.run(
                 ["login", "--username", credentials.user, "--password-stdin", host],
                 config=config,
                 input_bytes=credentials.password.encode(),
@@ -225,7 +225,7 @@ def _login(
 
 
 def _push_once(reference: str, config: Path | None) -> str:
-    done = _docker(["push", reference], config=config)
+    done = docker_engine.run(["push", reference], config=config)
     _raise_for(done, f"docker push {reference}", reference.split("/")[0])
     found = _DIGEST.findall(done.stdout)
     if not found:
@@ -272,20 +272,3 @@ def _retried(call: Callable[[], str], host: str, attempts: int, backoff_s: float
             time.sleep(delay)
             attempt += 1
 
-
-def _docker(
-    args: list[str],
-    *,
-    config: Path | None = None,
-    input_bytes: bytes | None = None,
-    check: bool = False,
-) -> subprocess.CompletedProcess[str]:
-    """Run the Docker client (the one ``docker_engine`` chose) with ``args``;
-    ``config`` selects a Docker config directory (``docker --config DIR``)."""
-    prefix = ["--config", str(config)] if config is not None else []
-    return proc.run(
-        docker_engine.client().argv(*prefix, *args),
-        input_bytes=input_bytes,
-        check=check,
-        what=f"docker {args[0]}",
-    )
