@@ -197,3 +197,20 @@ def test_external_data_files_are_staged_with_their_nested_paths(tmp_path: Path) 
     staged = sorted(str(p.relative_to(context / "model"))
                     for p in (context / "model").rglob("*") if p.is_file())
     assert staged == ["big.onnx", "weights/big.bin"]
+
+
+@pytest.mark.parametrize("buildkit", [True, False], ids=["buildkit", "legacy"])
+@pytest.mark.parametrize("phase", ["compile", "package"])
+def test_rendered_dockerfiles_pass_hadolint(det, tmp_path: Path, buildkit: bool,
+                                            phase: str) -> None:
+    import shutil
+    import sys
+
+    from mmaas import proc
+
+    hadolint = shutil.which("hadolint") or str(Path(sys.executable).with_name("hadolint"))
+    dockerfile = tmp_path / "Dockerfile"
+    engine = Path("engine") if phase == "package" else None
+    dockerfile.write_text(render_dockerfile(plan_of(det, buildkit=buildkit, engine_dir=engine)))
+    result = proc.run([hadolint, "--no-color", str(dockerfile)], check=False, what="hadolint")
+    assert result.returncode == 0, result.stdout + result.stderr
