@@ -19,14 +19,6 @@ from tritonclient.utils import InferenceServerException
 
 from .conftest import RunningServer
 
-ORT_BYTES_BUG = pytest.mark.xfail(
-    strict=True,
-    reason="backends/onnxruntime.py hands numpy object arrays of bytes to ONNX Runtime, "
-    "which str()s each element (b'a' -> \"b'a'\"); the back end must decode to str for "
-    "STRING inputs and encode outputs back to bytes",
-)
-
-
 def infer_input(name: str, array: np.ndarray, datatype: str) -> triton.InferInput:
     tensor = triton.InferInput(name, list(array.shape), datatype)
     tensor.set_data_from_numpy(array)
@@ -182,7 +174,6 @@ def test_fp16_has_no_typed_contents(
     assert "input 'a': FP16 has no typed contents field" in error.details()
 
 
-@ORT_BYTES_BUG
 def test_bytes_raw_with_empty_element_round_trips(
     module_server: Callable[..., RunningServer], strings_dir: Path
 ) -> None:
@@ -193,7 +184,6 @@ def test_bytes_raw_with_empty_element_round_trips(
     assert result.as_numpy("same").tolist() == text.tolist()
 
 
-@ORT_BYTES_BUG
 def test_bytes_typed_contents(
     module_server: Callable[..., RunningServer], strings_dir: Path
 ) -> None:

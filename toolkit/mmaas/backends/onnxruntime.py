@@ -46,8 +46,8 @@ class OnnxRuntimeEngine:
               outputs: Sequence[str]) -> dict[str, np.ndarray]:
         """Run ``session.run`` once; returns ``{name: array}`` for the requested outputs."""
         names = list(outputs)
-        values = self.session.run(names, dict(inputs))
-        return dict(zip(names, values, strict=True))
+        values = self.session.run(names, {name: _to_ort(array) for name, array in inputs.items()})
+        return {name: _from_ort(value) for name, value in zip(names, values, strict=True)}
 
 
 class OnnxRuntimeBackend:
@@ -122,6 +122,24 @@ class OnnxRuntimeBackend:
                 f"engine built for a CPU with {', '.join(missing)} ({built_cpu.get('model')}), "
                 f"running on one without ({here_cpu['model']}); rebuild on this CPU class or "
                 "set build.onnxruntime.graph_optimization_level: extended")
+
+
+def _to_ort(array: np.ndarray) -> np.ndarray:
+    """KServe v2 BYTES arrive as object arrays of ``bytes``; ONNX Runtime's STRING tensors
+    take ``str`` (it would ``str()`` a bytes element into ``"b'...'"``): decode as UTF-8."""
+    if array.dtype != object or not array.size:
+        return array
+    return np.vectorize(lambda item: item.decode() if isinstance(item, bytes) else item,
+                        otypes=[object])(array)
+
+
+def _from_ort(array: np.ndarray) -> np.ndarray:
+    """STRING outputs come back as ``str`` elements: encode them to the ``bytes`` that
+    KServe v2 BYTES carry."""
+    if array.dtype != object or not array.size:
+        return array
+    return np.vectorize(lambda item: item.encode() if isinstance(item, str) else item,
+                        otypes=[object])(array)
 
 
 def _cpuinfo() -> tuple[str, set[str]]:
