@@ -19,6 +19,7 @@ from tritonclient.utils import InferenceServerException
 
 from .conftest import RunningServer
 
+
 def infer_input(name: str, array: np.ndarray, datatype: str) -> triton.InferInput:
     tensor = triton.InferInput(name, list(array.shape), datatype)
     tensor.set_data_from_numpy(array)
