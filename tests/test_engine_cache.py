@@ -51,13 +51,23 @@ def tiny_model(folder: Path, spec: str = SPEC) -> LoadedSpec:
     return load_spec(folder)
 
 
-def key_of(loaded: LoadedSpec, *, toolkit: Path = TOOLKIT_DIR, image: str = IMAGE_ID,
-           backend: dict[str, str] | None = None, hardware: dict | None = None) -> str:
+def key_of(
+    loaded: LoadedSpec,
+    *,
+    toolkit: Path = TOOLKIT_DIR,
+    image: str = IMAGE_ID,
+    backend: dict[str, str] | None = None,
+    hardware: dict | None = None,
+) -> str:
     spec = loaded.spec
-    files = engine_inputs(spec, loaded.source_path, toolkit_dir=toolkit,
-                          model_dir=loaded.model_dir)
-    return engine_key(engine_spec(spec, loaded.source_path), files,
-                      backend or backend_pin(spec), image, hardware or hardware_class(spec))
+    files = engine_inputs(spec, loaded.source_path, toolkit_dir=toolkit, model_dir=loaded.model_dir)
+    return engine_key(
+        engine_spec(spec, loaded.source_path),
+        files,
+        backend or backend_pin(spec),
+        image,
+        hardware or hardware_class(spec),
+    )
 
 
 SAME_KEY = {
@@ -113,7 +123,8 @@ def test_files_back_end_image_and_hardware_are_in_the_key(tmp_path: Path) -> Non
 
 
 def test_hardware_class_holds_cpu_flags_only_where_the_engine_depends_on_them(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     at_all = hardware_class(tiny_model(tmp_path).spec)
     assert set(at_all) == {"arch", "cpu_flags"}
     basic = hardware_class(tiny_model(tmp_path, SPEC.replace("level: all", "level: basic")).spec)
@@ -128,8 +139,9 @@ def entry(tmp_path: Path) -> tuple[str, Path]:
     loaded = tiny_model(tmp_path / "model")
     key = key_of(loaded)
     out = tmp_path / "engine"
-    build_model_dir(compile_request(loaded.spec, loaded.source_path, out), "sha256:spec", out,
-                    engine_key=key)
+    build_model_dir(
+        compile_request(loaded.spec, loaded.source_path, out), "sha256:spec", out, engine_key=key
+    )
     return key, out
 
 
@@ -142,8 +154,11 @@ def test_store_then_checkout_verifies_a_whole_entry(entry, tmp_path: Path) -> No
     found = cache.checkout(key, tmp_path / "hit")
     assert found.hit and found.note == f"engine cache hit {key}"
     assert verify_entry(found.path, key).engine == verify_entry(engine, key).engine
-    assert sorted(p.name for p in found.path.iterdir()) == ["manifest.json", "model.ort.onnx",
-                                                             "report.json"]
+    assert sorted(p.name for p in found.path.iterdir()) == [
+        "manifest.json",
+        "model.ort.onnx",
+        "report.json",
+    ]
 
 
 def test_cache_root_follows_mmaas_cache_dir(monkeypatch, tmp_path: Path) -> None:
@@ -152,8 +167,9 @@ def test_cache_root_follows_mmaas_cache_dir(monkeypatch, tmp_path: Path) -> None
 
 
 @pytest.mark.parametrize("damage", ["engine bytes", "manifest", "report", "foreign key"])
-def test_a_corrupt_entry_is_dropped_reported_and_never_served(entry, damage: str,
-                                                              tmp_path: Path) -> None:
+def test_a_corrupt_entry_is_dropped_reported_and_never_served(
+    entry, damage: str, tmp_path: Path
+) -> None:
     key, engine = entry
     cache = EngineCache(tmp_path / "cache")
     cache.store(key, engine)
@@ -204,13 +220,15 @@ def test_concurrent_builds_share_one_cache_without_torn_entries(entry, tmp_path:
     key, engine = entry
     root = tmp_path / "cache" / "engines"
     with multiprocessing.get_context("fork").Pool(4) as pool:
-        results = pool.starmap(_build_like_a_pipeline,
-                               [(str(root), key, str(engine), 8) for _ in range(4)])
+        results = pool.starmap(
+            _build_like_a_pipeline, [(str(root), key, str(engine), 8) for _ in range(4)]
+        )
     notes = [note for result in results for note in result]
     assert not [note for note in notes if "dropped" in note]
     assert notes.count("stored=True") == 1
     assert notes.count(f"engine cache hit {key}") >= 4 * 8 - 4
     assert sorted(p.name for p in root.iterdir() if not p.name.startswith(".")) == [
-        key.partition(":")[2]]
+        key.partition(":")[2]
+    ]
     assert not list(root.glob(".incoming-*"))
     verify_entry(root / key.partition(":")[2], key)

@@ -16,7 +16,8 @@ from onnx import numpy_helper
 
 from mmaas.backends import CompileRequest
 from mmaas.backends.onnxruntime import OnnxRuntimeBackend
-from mmaas.gates import GateFailed, accuracy_gate, latency_gate, tolerance
+from mmaas.gates import GateFailed, accuracy_gate, tolerance
+from mmaas.gates_latency import latency_gate
 from mmaas.manifest import Manifest, read_manifest
 from mmaas.stage import build_model_dir
 from test_stage import CLS_INFO
@@ -49,10 +50,15 @@ def perturbed_engine(model_dir: Path, tmp_path: Path, scale: float = 0.05):
 
 
 def test_accuracy_gate_passes_at_fp32_and_its_report_is_in_the_manifest(
-        ppocr_models: dict[str, Path], tmp_path: Path) -> None:
+    ppocr_models: dict[str, Path], tmp_path: Path
+) -> None:
     out = tmp_path / "model"
-    manifest = build_model_dir(CompileRequest(CLS_INFO, ppocr_models["ppocr-cls"], out),
-                               "sha256:spec", out, checks={"accuracy": {"atol": 1e-5}})
+    manifest = build_model_dir(
+        CompileRequest(CLS_INFO, ppocr_models["ppocr-cls"], out),
+        "sha256:spec",
+        out,
+        checks={"accuracy": {"atol": 1e-5}},
+    )
     report = manifest.report["accuracy"]
     assert report["passed"] and report["samples"] == ["random (seed 0) at the opt shapes"]
     stats = report["outputs"][OUTPUT]
@@ -62,12 +68,12 @@ def test_accuracy_gate_passes_at_fp32_and_its_report_is_in_the_manifest(
 
 
 def test_accuracy_gate_fails_on_a_perturbed_engine_naming_output_and_worst_element(
-        cls_engine, ppocr_models: dict[str, Path], tmp_path: Path) -> None:
+    cls_engine, ppocr_models: dict[str, Path], tmp_path: Path
+) -> None:
     model_dir, _ = cls_engine
     engine = perturbed_engine(model_dir, tmp_path)
     with pytest.raises(GateFailed) as caught:
-        accuracy_gate(engine, CLS_INFO, ppocr_models["ppocr-cls"], {"atol": 1e-4, "rtol": 1e-3},
-                      [])
+        accuracy_gate(engine, CLS_INFO, ppocr_models["ppocr-cls"], {"atol": 1e-4, "rtol": 1e-3}, [])
     message = str(caught.value)
     assert f"accuracy gate failed for output {OUTPUT!r}" in message
     assert "worst element [" in message and "> allowed" in message
@@ -86,16 +92,20 @@ def test_cosine_and_per_output_tolerances(cls_engine, ppocr_models, tmp_path: Pa
     with pytest.raises(GateFailed, match=r"cosine similarity 0\.\d+ \(min 0\.9999999\)"):
         accuracy_gate(engine, CLS_INFO, source, {"min_cosine": 0.9999999}, [])
     assert tolerance({}, OUTPUT) == {"atol": 1e-4, "rtol": 1e-3, "min_cosine": None}
-    assert tolerance({"min_cosine": 0.9}, OUTPUT) == {"atol": None, "rtol": None,
-                                                       "min_cosine": 0.9}
+    assert tolerance({"min_cosine": 0.9}, OUTPUT) == {"atol": None, "rtol": None, "min_cosine": 0.9}
 
 
 def test_accuracy_gate_reads_sample_files(ppocr_models, tmp_path: Path) -> None:
     samples = tmp_path / "samples.npz"
     np.savez(samples, x=np.random.default_rng(3).random((2, 3, 48, 192), dtype=np.float32))
     out = tmp_path / "gated"
-    built = build_model_dir(CompileRequest(CLS_INFO, ppocr_models["ppocr-cls"], out),
-                            "sha256:spec", out, checks={"accuracy": {}}, samples=[samples])
+    built = build_model_dir(
+        CompileRequest(CLS_INFO, ppocr_models["ppocr-cls"], out),
+        "sha256:spec",
+        out,
+        checks={"accuracy": {}},
+        samples=[samples],
+    )
     assert built.report["accuracy"]["samples"] == ["samples.npz"]
     assert built.report["accuracy"]["outputs"][OUTPUT]["passed"]
 
@@ -109,23 +119,35 @@ def test_latency_gate_fails_when_the_budget_is_below_the_measured_time(cls_engin
     assert report["p99_ms"] > 0.001 and not report["passed"]
     assert str(caught.value).startswith(
         f"latency gate failed: p99 {report['p99_ms']:.3f} ms at x: 8x3x48x192 exceeds the "
-        "budget 0.001 ms (p50 ")
-    generous = latency_gate(engine, CLS_INFO, {"p99_ms": 60000, "runs": 3, "warmup": 0,
-                                               "batch": 2})
+        "budget 0.001 ms (p50 "
+    )
+    generous = latency_gate(engine, CLS_INFO, {"p99_ms": 60000, "runs": 3, "warmup": 0, "batch": 2})
     assert generous["passed"] and generous["shapes"] == {"x": [2, 3, 48, 192]}
     assert generous["p50_ms"] <= generous["p99_ms"] <= generous["max_ms"]
 
 
 def test_a_failed_gate_fails_the_stage_command_with_its_report(
-        ppocr_models: dict[str, Path], tmp_path: Path) -> None:
+    ppocr_models: dict[str, Path], tmp_path: Path
+) -> None:
     request = tmp_path / "engine-request.json"
-    request.write_text(json.dumps({
-        "model": asdict(CLS_INFO), "settings": {}, "spec_digest": "sha256:spec",
-        "source": str(ppocr_models["ppocr-cls"]),
-        "checks": {"latency": {"p99_ms": 0.001, "runs": 3, "warmup": 0}}}))
+    request.write_text(
+        json.dumps(
+            {
+                "model": asdict(CLS_INFO),
+                "settings": {},
+                "spec_digest": "sha256:spec",
+                "source": str(ppocr_models["ppocr-cls"]),
+                "checks": {"latency": {"p99_ms": 0.001, "runs": 3, "warmup": 0}},
+            }
+        )
+    )
     out = tmp_path / "model"
-    done = subprocess.run([sys.executable, "-m", "mmaas.stage", "build", str(request), str(out)],
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "mmaas.stage", "build", str(request), str(out)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 1
     assert "mmaas stage: error: latency gate failed: p99 " in done.stderr
     assert '"budget_p99_ms": 0.001' in done.stderr and "Traceback" not in done.stderr

@@ -23,8 +23,9 @@ def det(ppocr_models: dict[str, Path]):
 
 
 def plan_of(loaded, **options):
-    return make_plan(loaded.spec, loaded.source_path, toolkit_dir=TOOLKIT_DIR,
-                     **{"buildkit": True, **options})
+    return make_plan(
+        loaded.spec, loaded.source_path, toolkit_dir=TOOLKIT_DIR, **{"buildkit": True, **options}
+    )
 
 
 @pytest.mark.parametrize("buildkit", [True, False], ids=["buildkit", "legacy"])
@@ -42,23 +43,42 @@ def test_rendered_dockerfile_matches_golden_file(det, buildkit: bool, phase: str
 def test_dockerfiles_order_layers_and_run_as_non_root(det) -> None:
     compile_ = render_dockerfile(plan_of(det))
     package = render_dockerfile(plan_of(det, engine_dir=Path("engine")))
+
     def framework(text: str) -> str:  # the shared stage, without the header line
-        return text[text.index("\n"):text.index("ENV PATH=")]
+        return text[text.index("\n") : text.index("ENV PATH=")]
 
     assert framework(compile_) == framework(package)  # one cached framework layer for both
-    order = ["FROM mmaas/base:bookworm AS framework", "requirements-runtime.txt",
-             "FROM framework AS builder", "COPY stage-lib/", "COPY model/",
-             "COPY engine-request.json", "python -m mmaas.stage build"]
+    order = [
+        "FROM mmaas/base:bookworm AS framework",
+        "requirements-runtime.txt",
+        "FROM framework AS builder",
+        "COPY stage-lib/",
+        "COPY model/",
+        "COPY engine-request.json",
+        "python -m mmaas.stage build",
+    ]
     assert [compile_.index(marker) for marker in order] == sorted(
-        compile_.index(marker) for marker in order)
+        compile_.index(marker) for marker in order
+    )
     assert "AS runtime" not in compile_ and "mmaas.stage stamp" not in compile_
-    order = ["FROM framework AS builder", "COPY stage-lib/", "COPY engine/ /opt/mmaas/engine/",
-             "COPY build-request.json", "python -m mmaas.stage stamp",
-             "FROM framework AS runtime", "COPY --from=builder /opt/mmaas/engine/",
-             "COPY --from=builder /opt/mmaas/model/manifest.json",
-             "COPY lib/", "python -m mmaas.stage verify", "LABEL", "USER 10001", "ENTRYPOINT"]
+    order = [
+        "FROM framework AS builder",
+        "COPY stage-lib/",
+        "COPY engine/ /opt/mmaas/engine/",
+        "COPY build-request.json",
+        "python -m mmaas.stage stamp",
+        "FROM framework AS runtime",
+        "COPY --from=builder /opt/mmaas/engine/",
+        "COPY --from=builder /opt/mmaas/model/manifest.json",
+        "COPY lib/",
+        "python -m mmaas.stage verify",
+        "LABEL",
+        "USER 10001",
+        "ENTRYPOINT",
+    ]
     assert [package.index(marker) for marker in order] == sorted(
-        package.index(marker) for marker in order)
+        package.index(marker) for marker in order
+    )
     assert "mmaas.stage build" not in package and "COPY model/" not in package
     assert "--mount=type=cache,target=/root/.cache/pip" in package
     assert "# syntax=" not in package  # a syntax line pulls a front-end image
@@ -84,13 +104,21 @@ def test_labels_env_and_build_request(det) -> None:
     assert plan.labels["io.mmaas.model.name"] == "ppocr-det"
     assert plan.labels["org.opencontainers.image.version"] == "1.0.0"
     assert plan.labels["io.mmaas.spec.digest"] == det.spec.digest()
-    assert plan.values["env"] == {"MMAAS_GRPC_PORT": "8001", "MMAAS_METRICS_PORT": "8002",
-                                  "MMAAS_INSTANCE_COUNT": "1"}
+    assert plan.values["env"] == {
+        "MMAAS_GRPC_PORT": "8001",
+        "MMAAS_METRICS_PORT": "8002",
+        "MMAAS_INSTANCE_COUNT": "1",
+    }
     request = json.loads(plan.generated["build-request.json"])
     assert request["source"] == "model/ch_PP-OCRv4_det_infer.onnx"
     assert request["model"]["inputs"][0] == {
-        "name": "x", "datatype": "FP32", "shape": [-1, 3, -1, -1], "min": [1, 3, 32, 32],
-        "opt": [1, 3, 640, 640], "max": [4, 3, 1280, 1280]}
+        "name": "x",
+        "datatype": "FP32",
+        "shape": [-1, 3, -1, -1],
+        "min": [1, 3, 32, 32],
+        "opt": [1, 3, 640, 640],
+        "max": [4, 3, 1280, 1280],
+    }
     assert request["settings"]["onnxruntime"]["graph_optimization_level"] == "all"
 
 
@@ -107,15 +135,21 @@ def test_engine_request_leaves_out_what_does_not_change_the_engine(det) -> None:
     settings change build-request.json (read by the stamp step) but neither the engine
     request nor the engine inputs (read by the compile), so the compile layer is reused."""
     first = plan_of(det)
-    changed = det.spec.model_copy(update={
-        "name": "renamed", "version": "2.0.0", "description": "new words",
-        "runtime": det.spec.runtime.model_copy(update={"grpc_port": 9001, "instance_count": 2}),
-        "image": det.spec.image.model_copy(update={"labels": {"team": "ocr"}}),
-        "build": det.spec.build.model_copy(update={"workspace": 4096})})
+    changed = det.spec.model_copy(
+        update={
+            "name": "renamed",
+            "version": "2.0.0",
+            "description": "new words",
+            "runtime": det.spec.runtime.model_copy(update={"grpc_port": 9001, "instance_count": 2}),
+            "image": det.spec.image.model_copy(update={"labels": {"team": "ocr"}}),
+            "build": det.spec.build.model_copy(update={"workspace": 4096}),
+        }
+    )
     second = make_plan(changed, det.source_path, toolkit_dir=TOOLKIT_DIR, buildkit=True)
     assert second.generated["engine-request.json"] == first.generated["engine-request.json"]
     assert engine_inputs(changed, det.source_path, toolkit_dir=TOOLKIT_DIR) == engine_inputs(
-        det.spec, det.source_path, toolkit_dir=TOOLKIT_DIR)
+        det.spec, det.source_path, toolkit_dir=TOOLKIT_DIR
+    )
     assert second.generated["build-request.json"] != first.generated["build-request.json"]
     request = json.loads(first.generated["engine-request.json"])
     assert (request["model"]["name"], request["model"]["version"]) == ("engine", "0")
@@ -123,7 +157,8 @@ def test_engine_request_leaves_out_what_does_not_change_the_engine(det) -> None:
     assert request["source"] == "model/ch_PP-OCRv4_det_infer.onnx"
     basic = det.spec.build.onnxruntime.model_copy(update={"graph_optimization_level": "basic"})
     stricter = det.spec.model_copy(
-        update={"build": det.spec.build.model_copy(update={"onnxruntime": basic})})
+        update={"build": det.spec.build.model_copy(update={"onnxruntime": basic})}
+    )
     third = make_plan(stricter, det.source_path, toolkit_dir=TOOLKIT_DIR, buildkit=True)
     assert third.generated["engine-request.json"] != first.generated["engine-request.json"]
 
@@ -142,10 +177,18 @@ def test_package_plan_stamps_the_engine_directory_without_compiling(det, tmp_pat
     context.mkdir()
     stage_context(plan, context)
     assert sorted(p.name for p in context.iterdir()) == [
-        "Dockerfile", "build-request.json", "engine", "lib", "requirements-runtime.txt",
-        "stage-lib"]
+        "Dockerfile",
+        "build-request.json",
+        "engine",
+        "lib",
+        "requirements-runtime.txt",
+        "stage-lib",
+    ]
     assert sorted(p.name for p in (context / "engine").iterdir()) == [
-        "manifest.json", "model.ort.onnx", "report.json"]
+        "manifest.json",
+        "model.ort.onnx",
+        "report.json",
+    ]
 
 
 def test_staged_context_holds_only_this_models_build_inputs(det, tmp_path: Path) -> None:
@@ -155,11 +198,20 @@ def test_staged_context_holds_only_this_models_build_inputs(det, tmp_path: Path)
     context.mkdir()
     stage_context(plan_of(det), context)
     top = sorted(p.name for p in context.iterdir())
-    assert top == ["Dockerfile", "build-request.json", "engine-request.json", "lib", "model",
-                   "requirements-runtime.txt", "stage-lib"]
+    assert top == [
+        "Dockerfile",
+        "build-request.json",
+        "engine-request.json",
+        "lib",
+        "model",
+        "requirements-runtime.txt",
+        "stage-lib",
+    ]
     assert [p.name for p in (context / "model").iterdir()] == ["ch_PP-OCRv4_det_infer.onnx"]
-    stage_lib = sorted(str(p.relative_to(context / "stage-lib" / "mmaas"))
-                       for p in (context / "stage-lib").rglob("*.py"))
+    stage_lib = sorted(
+        str(p.relative_to(context / "stage-lib" / "mmaas"))
+        for p in (context / "stage-lib").rglob("*.py")
+    )
     assert stage_lib == sorted([*STAGE_MODULES, "backends/onnxruntime.py"])
     assert not list(context.rglob("__pycache__"))
     assert (context / "lib" / "mmaas" / "server").is_dir()
@@ -178,31 +230,42 @@ def test_external_data_files_are_staged_with_their_nested_paths(tmp_path: Path) 
     (folder / "weights").mkdir()
     weight = numpy_helper.from_array(np.ones((64, 64), np.float32), "w")
     graph = helper.make_graph(
-        [helper.make_node("MatMul", ["x", "w"], ["y"])], "big",
+        [helper.make_node("MatMul", ["x", "w"], ["y"])],
+        "big",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 64])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 64])], [weight])
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 64])],
+        [weight],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
-    onnx.save(model, str(folder / "big.onnx"), save_as_external_data=True,
-              location="weights/big.bin", size_threshold=0)
+    onnx.save(
+        model,
+        str(folder / "big.onnx"),
+        save_as_external_data=True,
+        location="weights/big.bin",
+        size_threshold=0,
+    )
     (folder / "model.yaml").write_text(
         'name: big\nversion: "1"\nsource: {path: big.onnx}\nmax_batch_size: 2\n'
-        "inputs:\n  - {name: x, min: [1, 64], opt: [1, 64], max: [2, 64]}\n")
+        "inputs:\n  - {name: x, min: [1, 64], opt: [1, 64], max: [2, 64]}\n"
+    )
     from mmaas.pipeline import plan_model
 
     _, plan = plan_model(folder, buildkit=True)
     context = tmp_path / "context"
     context.mkdir()
     stage_context(plan, context)
-    staged = sorted(str(p.relative_to(context / "model"))
-                    for p in (context / "model").rglob("*") if p.is_file())
+    staged = sorted(
+        str(p.relative_to(context / "model")) for p in (context / "model").rglob("*") if p.is_file()
+    )
     assert staged == ["big.onnx", "weights/big.bin"]
 
 
 @pytest.mark.parametrize("buildkit", [True, False], ids=["buildkit", "legacy"])
 @pytest.mark.parametrize("phase", ["compile", "package"])
-def test_rendered_dockerfiles_pass_hadolint(det, tmp_path: Path, buildkit: bool,
-                                            phase: str) -> None:
+def test_rendered_dockerfiles_pass_hadolint(
+    det, tmp_path: Path, buildkit: bool, phase: str
+) -> None:
     import shutil
     import sys
 

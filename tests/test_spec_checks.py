@@ -26,8 +26,9 @@ checks:
 """
 
 
-def folder_with(tmp_path: Path, samples: dict[str, dict[str, np.ndarray] | np.ndarray],
-                inputs=IMAGE_MODEL) -> Path:
+def folder_with(
+    tmp_path: Path, samples: dict[str, dict[str, np.ndarray] | np.ndarray], inputs=IMAGE_MODEL
+) -> Path:
     make_onnx(tmp_path / "model.onnx", inputs)
     for name, arrays in samples.items():
         if isinstance(arrays, dict):
@@ -52,25 +53,35 @@ def test_good_samples_and_latency_shapes_load(tmp_path: Path) -> None:
 
 
 def test_sample_contents_are_checked_against_the_inputs(tmp_path: Path) -> None:
-    folder = folder_with(tmp_path, {
-        "dtype.npz": {"x": np.zeros((1, 3, 8, 8), np.float64)},
-        "shape.npz": {"x": np.zeros((8, 3, 8, 8), np.float32)},
-        "names.npz": {"image": np.zeros((1, 3, 8, 8), np.float32)}})
+    folder = folder_with(
+        tmp_path,
+        {
+            "dtype.npz": {"x": np.zeros((1, 3, 8, 8), np.float64)},
+            "shape.npz": {"x": np.zeros((8, 3, 8, 8), np.float32)},
+            "names.npz": {"image": np.zeros((1, 3, 8, 8), np.float32)},
+        },
+    )
     assert problems(folder) == [
         "checks.accuracy.samples[0]: 'dtype.npz': input 'x': dtype float64, the input is FP32 "
         "(float32)",
         "checks.accuracy.samples[1]: 'shape.npz': input 'x': shape [8, 3, 8, 8] is outside the "
         "optimization profile (min [1, 3, 8, 8], max [4, 3, 16, 16])",
         "checks.accuracy.samples[2]: 'names.npz': its arrays must be named after the inputs: "
-        "missing ['x'], unknown ['image']"]
+        "missing ['x'], unknown ['image']",
+    ]
 
 
 def test_npy_needs_a_single_input_model(tmp_path: Path) -> None:
     two = [("x", FLOAT, ["N", 3, "H", "W"]), ("y", FLOAT, ["N", 3, 8, 8])]
     folder = folder_with(tmp_path, {"a.npy": np.zeros((1, 3, 8, 8), np.float32)}, two)
-    (folder / "model.yaml").write_text(SPEC.replace(
-        "  - {name: x,", "  - {name: y, min: [1, 3, 8, 8], opt: [1, 3, 8, 8], max: [4, 3, 8, 8]}"
-        "\n  - {name: x,") % "a.npy")
+    (folder / "model.yaml").write_text(
+        SPEC.replace(
+            "  - {name: x,",
+            "  - {name: y, min: [1, 3, 8, 8], opt: [1, 3, 8, 8], max: [4, 3, 8, 8]}\n  - {name: x,",
+        )
+        % "a.npy"
+    )
     assert problems(folder) == [
         "checks.accuracy.samples[0]: 'a.npy': an .npy file holds one array, the model has 2 "
-        "inputs; save them with numpy.savez(path, **{name: array})"]
+        "inputs; save them with numpy.savez(path, **{name: array})"
+    ]

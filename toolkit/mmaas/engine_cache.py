@@ -25,7 +25,7 @@ from filelock import FileLock
 
 from mmaas.errors import IntegrityError
 from mmaas.manifest import Manifest
-from mmaas.stage import REPORT_NAME, link_or_copy, verify_model_dir
+from mmaas.model_dir import REPORT_NAME, link_or_copy, verify_model_dir
 
 DEFAULT_ROOT = Path("~/.cache/mmaas")
 LOCK_TIMEOUT_S = 600
@@ -65,8 +65,9 @@ class EngineCache:
             except IntegrityError as exc:
                 shutil.rmtree(dest, ignore_errors=True)
                 shutil.rmtree(entry, ignore_errors=True)
-                return Checkout(None, f"engine cache entry {key} dropped (corrupt: {exc}); "
-                                      "compiling instead")
+                return Checkout(
+                    None, f"engine cache entry {key} dropped (corrupt: {exc}); compiling instead"
+                )
         return Checkout(dest, f"engine cache hit {key}")
 
     def store(self, key: str, model_dir: Path) -> bool:

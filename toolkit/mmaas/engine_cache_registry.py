@@ -18,17 +18,16 @@ from pathlib import Path
 from mmaas import docker_engine
 from mmaas.errors import RegistryError
 from mmaas.manifest import read_manifest
+from mmaas.model_dir import link_or_copy
 from mmaas.registry import (
     Credentials,
     PushResult,
     RegistryTarget,
-    _docker,
     _login,
     _raise_for,
     _retried,
     push_image,
 )
-from mmaas.stage import link_or_copy
 
 ENTRY_DIR = "/engine"
 KEY_LABEL = "io.mmaas.engine-cache.key"
@@ -46,8 +45,15 @@ def cache_reference(target: RegistryTarget, model: str, key: str) -> str:
     return f"{target.repository(cache_name(model))}:{key.partition(':')[2]}"
 
 
-def push_entry(target: RegistryTarget, model: str, key: str, entry: Path, *,
-               credentials: Credentials | None, attempts: int = 3) -> PushResult:
+def push_entry(
+    target: RegistryTarget,
+    model: str,
+    key: str,
+    entry: Path,
+    *,
+    credentials: Credentials | None,
+    attempts: int = 3,
+) -> PushResult:
     """Build the cache image of the verified ``entry`` and push it.
 
     Raises:
@@ -59,20 +65,35 @@ def push_entry(target: RegistryTarget, model: str, key: str, entry: Path, *,
         context = Path(scratch)
         shutil.copytree(entry, context / "engine", copy_function=link_or_copy)
         dockerfile = context / "Dockerfile"
-        dockerfile.write_text(f"FROM scratch\nCOPY engine/ {ENTRY_DIR}/\n"
-                              f'LABEL {KEY_LABEL}="{key}" io.mmaas.engine.blake3="{engine}"\n'
-                              f'CMD ["{ENTRY_DIR}"]\n')
+        dockerfile.write_text(
+            f"FROM scratch\nCOPY engine/ {ENTRY_DIR}/\n"
+            f'LABEL {KEY_LABEL}="{key}" io.mmaas.engine.blake3="{engine}"\n'
+            f'CMD ["{ENTRY_DIR}"]\n'
+        )
         image_id = docker_engine.build(context, dockerfile, reference, echo=False)
     try:
-        return push_image(reference, target, cache_name(model), key.partition(":")[2],
-                          credentials=credentials, attempts=attempts)
+        return push_image(
+            reference,
+            target,
+            cache_name(model),
+            key.partition(":")[2],
+            credentials=credentials,
+            attempts=attempts,
+        )
     finally:
         remove_image(image_id)
 
 
-def pull_entry(target: RegistryTarget, model: str, key: str, dest: Path, *,
-               credentials: Credentials | None, attempts: int = 3,
-               backoff_s: float = 1.0) -> bool:
+def pull_entry(
+    target: RegistryTarget,
+    model: str,
+    key: str,
+    dest: Path,
+    *,
+    credentials: Credentials | None,
+    attempts: int = 3,
+    backoff_s: float = 1.0,
+) -> bool:
     """Pull the cache image for ``key`` and copy its files into the new directory ``dest``;
     False when the registry has no such image.
 
@@ -82,9 +103,10 @@ def pull_entry(target: RegistryTarget, model: str, key: str, dest: Path, *,
     reference = cache_reference(target, model, key)
 
     def pull() -> str:
-        done = _docker(["pull", reference], config=config)
-        if done.returncode != 0 and any(w in (done.stdout + done.stderr).lower()
-                                        for w in MISSING_WORDS):
+        done = docker_engine.run(["pull", reference], config=config)
+        if done.returncode != 0 and any(
+            w in (done.stdout + done.stderr).lower() for w in MISSING_WORDS
+        ):
             return _MISSING
         _raise_for(done, f"docker pull {reference}", target.host)
         return reference
@@ -104,4 +126,4 @@ def pull_entry(target: RegistryTarget, model: str, key: str, dest: Path, *,
 def remove_image(image: str) -> None:
     """Remove a local image made or pulled by a build (an id removes every tag of it);
     a missing image is not an error. (Belongs in :mod:`mmaas.docker_engine`.)"""
-    _docker(["image", "rm", "--force", image])
+    docker_engine.run(["image", "rm", "--force", image])

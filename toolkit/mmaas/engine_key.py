@@ -33,16 +33,25 @@ from mmaas.spec import ModelSpec
 PIN = re.compile(r"^onnxruntime==(\S+)\s*$", re.MULTILINE)
 
 
-def engine_key(spec_part: dict[str, Any], files: Sequence[ContextFile], backend: dict[str, str],
-               builder_image: str, hardware: dict[str, Any]) -> str:
+def engine_key(
+    spec_part: dict[str, Any],
+    files: Sequence[ContextFile],
+    backend: dict[str, str],
+    builder_image: str,
+    hardware: dict[str, Any],
+) -> str:
     """``sha256:<hex>`` over the canonical JSON of the parts (see the module docstring).
 
     Raises:
         OSError: an engine input file cannot be read.
     """
-    body = {"engine_spec": spec_part, "backend": backend, "builder_image": builder_image,
-            "hardware": hardware,
-            "files": {f.target: file_digests(f.source)["sha256"] for f in files}}
+    body = {
+        "engine_spec": spec_part,
+        "backend": backend,
+        "builder_image": builder_image,
+        "hardware": hardware,
+        "files": {f.target: file_digests(f.source)["sha256"] for f in files},
+    }
     return bytes_digest(json.dumps(body, sort_keys=True, separators=(",", ":")).encode())
 
 
@@ -58,14 +67,16 @@ def key_for(spec: ModelSpec, source: Path, files: Sequence[ContextFile]) -> str 
         image_id = str(docker_engine.inspect_image(builder_image(spec))["Id"])
     except DockerError:  # not pulled or made yet
         return None
-    return engine_key(engine_spec(spec, source), files, backend_pin(spec), image_id,
-                      hardware_class(spec))
+    return engine_key(
+        engine_spec(spec, source), files, backend_pin(spec), image_id, hardware_class(spec)
+    )
 
 
 def builder_image(spec: ModelSpec) -> str:
     """The image the builder stage starts from."""
-    return spec.build.tensorrt.builder_image if spec.backend == "tensorrt" else \
-        spec.image.base_image
+    return (
+        spec.build.tensorrt.builder_image if spec.backend == "tensorrt" else spec.image.base_image
+    )
 
 
 def backend_pin(spec: ModelSpec, requirements: Path | None = None) -> dict[str, str]:

@@ -56,8 +56,9 @@ def note(message: str) -> None:
     print(f"mmaas: {message}", file=sys.stderr, flush=True)
 
 
-def reuse_engine(model: str, key: str | None, cache: CacheOptions, dest: Path,
-                 say: Say = note) -> Reuse:
+def reuse_engine(
+    model: str, key: str | None, cache: CacheOptions, dest: Path, say: Say = note
+) -> Reuse:
     """Check the entry for ``key`` out into ``dest`` (a new directory) from the local cache,
     else from ``cache.registry``; ``model`` names the registry's cache image."""
     if key is None or not cache.enabled:
@@ -75,8 +76,9 @@ def reuse_engine(model: str, key: str | None, cache: CacheOptions, dest: Path,
     return Reuse(None, "miss")
 
 
-def keep_engine(model: str, key: str, engine_dir: Path, cache: CacheOptions,
-                say: Say = note) -> None:
+def keep_engine(
+    model: str, key: str, engine_dir: Path, cache: CacheOptions, say: Say = note
+) -> None:
     """Store the freshly compiled and verified ``engine_dir`` under ``key``, and push it to
     ``cache.registry`` when set.
 
@@ -91,17 +93,21 @@ def keep_engine(model: str, key: str, engine_dir: Path, cache: CacheOptions,
     if cache.registry is None:
         return
     try:
-        pushed = push_entry(cache.registry, model, key, store.entry_path(key),
-                            credentials=credentials_from_env())
+        pushed = push_entry(
+            cache.registry, model, key, store.entry_path(key), credentials=credentials_from_env()
+        )
     except (RegistryError, DockerError) as exc:
         say(f"engine cache entry not pushed ({exc.message}); it stays local")
         return
-    say(f"engine cache entry pushed: {cache_reference(cache.registry, model, key)} "
-        f"({pushed.digest})")
+    say(
+        f"engine cache entry pushed: {cache_reference(cache.registry, model, key)} "
+        f"({pushed.digest})"
+    )
 
 
-def _pulled(model: str, key: str, registry: RegistryTarget, store: EngineCache, dest: Path,
-            say: Say) -> bool:
+def _pulled(
+    model: str, key: str, registry: RegistryTarget, store: EngineCache, dest: Path, say: Say
+) -> bool:
     reference = cache_reference(registry, model, key)
     incoming = dest.with_name(dest.name + ".pulled")
     try:

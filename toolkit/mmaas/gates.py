@@ -13,9 +13,7 @@ goes into ``report.json`` and the manifest.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +26,6 @@ from mmaas.samples import sample_inputs
 
 DEFAULT_ATOL, DEFAULT_RTOL = 1e-4, 1e-3
 Sample = tuple[str, dict[str, np.ndarray]]
-# (shapes by input, runs, warmup) -> {"p50_ms", "p90_ms", "p99_ms", "mean_ms", "max_ms", "timer"}
-LatencyProbe = Callable[[Mapping[str, tuple[int, ...]], int, int], Mapping[str, Any]]
 
 
 class GateFailed(BuildError):
@@ -40,8 +36,13 @@ class GateFailed(BuildError):
         self.report = dict(report)
 
 
-def accuracy_gate(engine: Engine, model: ModelInfo, source: Path, settings: Mapping[str, Any],
-                  samples: Sequence[Sample]) -> dict[str, Any]:
+def accuracy_gate(
+    engine: Engine,
+    model: ModelInfo,
+    source: Path,
+    settings: Mapping[str, Any],
+    samples: Sequence[Sample],
+) -> dict[str, Any]:
     """Compare ``engine`` with ONNX Runtime on ``source`` for each of ``samples`` (label,
     arrays by input name; none: one random input at the opt shapes, ``settings["seed"]``).
 
@@ -50,8 +51,12 @@ def accuracy_gate(engine: Engine, model: ModelInfo, source: Path, settings: Mapp
     "max_rel_diff", "cosine", "worst": {"sample", "index", "engine", "reference"},
     "passed"}}}``. Raises GateFailed naming the first failing output and its worst element.
     """
-    samples = list(samples) or [(f"random (seed {settings.get('seed', 0)}) at the opt shapes",
-                                 sample_inputs(model, "opt", int(settings.get("seed", 0))))]
+    samples = list(samples) or [
+        (
+            f"random (seed {settings.get('seed', 0)}) at the opt shapes",
+            sample_inputs(model, "opt", int(settings.get("seed", 0))),
+        )
+    ]
     reference, version = _reference_session(source)
     names = [t.name for t in model.outputs if t.datatype != "BYTES"]
     stats: dict[str, dict[str, Any]] = {}
@@ -61,16 +66,21 @@ def accuracy_gate(engine: Engine, model: ModelInfo, source: Path, settings: Mapp
         for name in names:
             found = compare(actual[name], expected[name], tolerance(settings, name), label)
             stats[name] = _worse(stats.get(name), found)
-    report = {"passed": all(s["passed"] for s in stats.values()),
-              "reference": f"onnxruntime {version} CPU, graph optimizations off, on "
-                           f"{source.name}", "samples": [label for label, _ in samples],
-              "outputs": stats}
+    report = {
+        "passed": all(s["passed"] for s in stats.values()),
+        "reference": f"onnxruntime {version} CPU, graph optimizations off, on {source.name}",
+        "samples": [label for label, _ in samples],
+        "outputs": stats,
+    }
     failed = [name for name, s in stats.items() if not s["passed"]]
     if failed:
-        raise GateFailed(_accuracy_message(failed[0], stats[failed[0]]), report,
-                         hint="the engine is less accurate than checks.accuracy in model.yaml "
-                              "allows: build at a higher precision, or loosen atol/rtol/"
-                              "min_cosine if this difference is acceptable")
+        raise GateFailed(
+            _accuracy_message(failed[0], stats[failed[0]]),
+            report,
+            hint="the engine is less accurate than checks.accuracy in model.yaml "
+            "allows: build at a higher precision, or loosen atol/rtol/"
+            "min_cosine if this difference is acceptable",
+        )
     return report
 
 
@@ -78,20 +88,26 @@ def tolerance(settings: Mapping[str, Any], output: str) -> dict[str, float | Non
     """The effective ``{"atol", "rtol", "min_cosine"}`` of ``output``: its entry under
     ``outputs``, else the section's; ``atol`` 1e-4 and ``rtol`` 1e-3 when none is set."""
     own = (settings.get("outputs") or {}).get(output) or {}
-    picked = {key: own[key] if own.get(key) is not None else settings.get(key)
-              for key in ("atol", "rtol", "min_cosine")}
+    picked = {
+        key: own[key] if own.get(key) is not None else settings.get(key)
+        for key in ("atol", "rtol", "min_cosine")
+    }
     if all(value is None for value in picked.values()):
         picked.update(atol=DEFAULT_ATOL, rtol=DEFAULT_RTOL)
     return picked
 
 
-def compare(actual: np.ndarray, expected: np.ndarray, allowed: Mapping[str, float | None],
-            label: str) -> dict[str, Any]:
+def compare(
+    actual: np.ndarray, expected: np.ndarray, allowed: Mapping[str, float | None], label: str
+) -> dict[str, Any]:
     """Compare one output of one sample; see :func:`accuracy_gate` for the fields."""
     result: dict[str, Any] = {**allowed, "sample": label}
     if actual.shape != expected.shape:
-        return {**result, "passed": False,
-                "problem": f"shape {list(actual.shape)}, reference {list(expected.shape)}"}
+        return {
+            **result,
+            "passed": False,
+            "problem": f"shape {list(actual.shape)}, reference {list(expected.shape)}",
+        }
     got, want = actual.astype(np.float64).ravel(), expected.astype(np.float64).ravel()
     if np.any(np.isnan(got) != np.isnan(want)):
         return {**result, "passed": False, "problem": "NaN where the reference has a number"}
@@ -102,54 +118,22 @@ def compare(actual: np.ndarray, expected: np.ndarray, allowed: Mapping[str, floa
     worst = int(np.argmax(diff - bound)) if diff.size else 0
     cosine = _cosine(got, want)
     passed = (not elementwise or bool(np.all(diff <= bound))) and (
-        allowed["min_cosine"] is None or cosine >= allowed["min_cosine"])
+        allowed["min_cosine"] is None or cosine >= allowed["min_cosine"]
+    )
     index = [int(i) for i in np.unravel_index(worst, actual.shape)] if diff.size else []
-    return {**result, "passed": passed, "cosine": cosine,
-            "max_abs_diff": float(diff.max(initial=0.0)),
-            "max_rel_diff": float((diff / np.maximum(np.abs(want), 1e-12)).max(initial=0.0)),
-            "worst": {"index": index, "engine": float(got[worst]) if diff.size else None,
-                      "reference": float(want[worst]) if diff.size else None,
-                      "allowed": float(bound[worst]) if diff.size and elementwise else None}}
-
-
-def latency_gate(engine: Engine, model: ModelInfo, settings: Mapping[str, Any],
-                 probe: LatencyProbe | None = None) -> dict[str, Any]:
-    """Time the engine at the gate's shapes (``checks.latency`` as a dict) and compare the
-    p99 with ``p99_ms``. ``probe`` is the back end's own timer, if any.
-
-    Returns ``{"passed", "budget_p99_ms", "shapes", "runs", "warmup", "p50_ms", "p90_ms",
-    "p99_ms", "mean_ms", "max_ms", "timer"}`` (milliseconds). Raises GateFailed printing
-    the measured figures when p99 exceeds the budget.
-    """
-    shapes = latency_shapes(model, settings)
-    runs, warmup = int(settings.get("runs", 50)), int(settings.get("warmup", 5))
-    measured = dict(probe(shapes, runs, warmup)) if probe else _wall_clock(engine, model, shapes,
-                                                                           runs, warmup)
-    budget = float(settings["p99_ms"])
-    report = {"budget_p99_ms": budget, "shapes": {k: list(v) for k, v in shapes.items()},
-              "runs": runs, "warmup": warmup, **measured,
-              "passed": measured["p99_ms"] <= budget}
-    if not report["passed"]:
-        at = ", ".join(f"{name}: {'x'.join(map(str, s))}" for name, s in shapes.items())
-        raise GateFailed(
-            f"latency gate failed: p99 {measured['p99_ms']:.3f} ms at {at} exceeds the budget "
-            f"{budget:g} ms (p50 {measured['p50_ms']:.3f} ms, p90 {measured['p90_ms']:.3f} ms, "
-            f"mean {measured['mean_ms']:.3f} ms, max {measured['max_ms']:.3f} ms over {runs} "
-            f"runs; {measured['timer']})", report,
-            hint="raise checks.latency.p99_ms, lower the batch or shapes, or build a faster "
-                 "engine (precision, back end)")
-    return report
-
-
-def latency_shapes(model: ModelInfo, settings: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
-    """Shapes the latency gate runs at: each input's opt shape, replaced by ``shapes`` given
-    for it; ``batch`` then sets axis 0 of every input."""
-    given, batch = settings.get("shapes") or {}, settings.get("batch")
-    shapes = {}
-    for tensor in model.inputs:
-        shape = tuple(given.get(tensor.name) or tensor.opt or tensor.shape)
-        shapes[tensor.name] = (batch, *shape[1:]) if batch and shape else shape
-    return shapes
+    return {
+        **result,
+        "passed": passed,
+        "cosine": cosine,
+        "max_abs_diff": float(diff.max(initial=0.0)),
+        "max_rel_diff": float((diff / np.maximum(np.abs(want), 1e-12)).max(initial=0.0)),
+        "worst": {
+            "index": index,
+            "engine": float(got[worst]) if diff.size else None,
+            "reference": float(want[worst]) if diff.size else None,
+            "allowed": float(bound[worst]) if diff.size and elementwise else None,
+        },
+    }
 
 
 def sample_arrays(path: Path, input_names: Sequence[str]) -> dict[str, np.ndarray]:
@@ -162,35 +146,20 @@ def sample_arrays(path: Path, input_names: Sequence[str]) -> dict[str, np.ndarra
     """
     if path.suffix == ".npy":
         if len(input_names) != 1:
-            raise ValueError(f"an .npy file holds one array, the model has {len(input_names)} "
-                             "inputs; save them with numpy.savez(path, **{name: array})")
+            raise ValueError(
+                f"an .npy file holds one array, the model has {len(input_names)} "
+                "inputs; save them with numpy.savez(path, **{name: array})"
+            )
         return {input_names[0]: np.load(path, allow_pickle=False)}
     with np.load(path, allow_pickle=False) as archive:
         arrays = {name: archive[name] for name in archive.files}
     missing = [name for name in input_names if name not in arrays]
     extra = [name for name in arrays if name not in input_names]
     if missing or extra:
-        raise ValueError(f"its arrays must be named after the inputs: missing {missing}, "
-                         f"unknown {extra}")
+        raise ValueError(
+            f"its arrays must be named after the inputs: missing {missing}, unknown {extra}"
+        )
     return arrays
-
-
-def _wall_clock(engine: Engine, model: ModelInfo, shapes: Mapping[str, tuple[int, ...]],
-                runs: int, warmup: int) -> dict[str, Any]:
-    at_shapes = replace(model, inputs=tuple(replace(t, opt=shapes[t.name]) for t in model.inputs))
-    inputs, names = sample_inputs(at_shapes, "opt"), [t.name for t in model.outputs]
-    for _ in range(warmup):
-        engine.infer(inputs, names)
-    timings = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        engine.infer(inputs, names)
-        timings.append((time.perf_counter() - started) * 1000)
-    p50, p90, p99 = np.percentile(timings, [50, 90, 99])
-    return {"p50_ms": round(float(p50), 3), "p90_ms": round(float(p90), 3),
-            "p99_ms": round(float(p99), 3), "mean_ms": round(float(np.mean(timings)), 3),
-            "max_ms": round(max(timings), 3),
-            "timer": "wall time around Engine.infer (time.perf_counter), one request at a time"}
 
 
 def _reference_session(source: Path) -> tuple[Any, str]:
@@ -202,8 +171,9 @@ def _reference_session(source: Path) -> tuple[Any, str]:
     try:
         session = ort.InferenceSession(str(source), options, providers=["CPUExecutionProvider"])
     except Exception as exc:  # ORT raises its own untyped exceptions
-        raise BuildError(f"accuracy gate: ONNX Runtime cannot run the reference model "
-                         f"{source.name}: {exc}") from exc
+        raise BuildError(
+            f"accuracy gate: ONNX Runtime cannot run the reference model {source.name}: {exc}"
+        ) from exc
     return session, str(ort.__version__)
 
 
@@ -229,11 +199,15 @@ def _accuracy_message(name: str, stats: Mapping[str, Any]) -> str:
         return f"{where}: {stats['problem']}"
     worst = stats["worst"]
     difference = abs(worst["engine"] - worst["reference"])
-    text = (f"{where}: worst element {worst['index']}: engine {worst['engine']:.6g}, reference "
-            f"{worst['reference']:.6g}, |difference| {difference:.6g}")
+    text = (
+        f"{where}: worst element {worst['index']}: engine {worst['engine']:.6g}, reference "
+        f"{worst['reference']:.6g}, |difference| {difference:.6g}"
+    )
     if worst["allowed"] is not None:
-        text += (f" > allowed {worst['allowed']:.6g} (atol {stats['atol'] or 0} + rtol "
-                 f"{stats['rtol'] or 0} * |reference|)")
+        text += (
+            f" > allowed {worst['allowed']:.6g} (atol {stats['atol'] or 0} + rtol "
+            f"{stats['rtol'] or 0} * |reference|)"
+        )
     text += f"; max |difference| {stats['max_abs_diff']:.6g}"
     if stats["min_cosine"] is not None:
         text += f"; cosine similarity {stats['cosine']:.6f} (min {stats['min_cosine']})"

@@ -29,6 +29,7 @@ from mmaas.engine_reuse import CacheOptions, Say, keep_engine, note, reuse_engin
 from mmaas.errors import IntegrityError
 from mmaas.hashing import file_digests
 from mmaas.manifest import Manifest, atomic_write_text
+from mmaas.model_dir import link_or_copy, verify_model_dir
 from mmaas.onnx_graph import external_data_files
 from mmaas.plan import (
     ENGINE_DIR,
@@ -40,7 +41,7 @@ from mmaas.plan import (
 )
 from mmaas.render import render_dockerfile
 from mmaas.spec_load import LoadedSpec, load_spec
-from mmaas.stage import build_model_dir, link_or_copy, verify_model_dir
+from mmaas.stage import build_model_dir
 
 TOOLKIT_DIR = Path(mmaas.__file__).resolve().parent
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc")
@@ -72,8 +73,9 @@ class BuildResult:
     engine_cache: str = "off"
 
 
-def plan_model(model: Path, *, ca_bundle: Path | None = None,
-               buildkit: bool | None = None) -> tuple[LoadedSpec, BuildPlan]:
+def plan_model(
+    model: Path, *, ca_bundle: Path | None = None, buildkit: bool | None = None
+) -> tuple[LoadedSpec, BuildPlan]:
     """Load ``model`` (folder or model.yaml) and plan its image as a build with an empty
     engine cache would (the engine compiled). ``buildkit`` None asks the Docker client;
     ``ca_bundle`` overrides ``image.ca_bundle`` and ``MMAAS_CA_BUNDLE``.
@@ -102,8 +104,14 @@ def stage_context(plan: BuildPlan, context: Path) -> Path:
     return dockerfile
 
 
-def build_image(model: Path, *, ca_bundle: Path | None = None, revision: str | None = None,
-                cache: CacheOptions | None = None, say: Say = note) -> BuildResult:
+def build_image(
+    model: Path,
+    *,
+    ca_bundle: Path | None = None,
+    revision: str | None = None,
+    cache: CacheOptions | None = None,
+    say: Say = note,
+) -> BuildResult:
     """Build, verify and label the image of ``model``: take the engine from the engine cache
     (local, then registry) or compile it in the compile build (and keep it), then package
     it in the package build. ``say`` reports hits, misses and dropped entries (default:
@@ -124,17 +132,25 @@ def build_image(model: Path, *, ca_bundle: Path | None = None, revision: str | N
             keep_engine(loaded.spec.name, key, engine_dir, cache, say)
         plan = _plan(loaded, ca_bundle, None, engine_key=key, engine_dir=engine_dir)
         built = _build(plan, work / "package", plan.image)
-        manifest = verify_model_dir(docker_engine.copy_from_image(built, MODEL_DIR,
-                                                                  work / "model"))
+        manifest = verify_model_dir(docker_engine.copy_from_image(built, MODEL_DIR, work / "model"))
     labels = engine_labels(manifest, plan.digest, revision)
     image_id = docker_engine.add_labels(plan.image, labels)
     check_labels(plan.image, manifest)
-    return BuildResult(plan.image, image_id, manifest, labels, plan.digest,
-                       round(time.perf_counter() - started, 3), key, reuse.status)
+    return BuildResult(
+        plan.image,
+        image_id,
+        manifest,
+        labels,
+        plan.digest,
+        round(time.perf_counter() - started, 3),
+        key,
+        reuse.status,
+    )
 
 
-def compile_engine(loaded: LoadedSpec, key: str | None, work: Path,
-                   ca_bundle: Path | None = None) -> Path:
+def compile_engine(
+    loaded: LoadedSpec, key: str | None, work: Path, ca_bundle: Path | None = None
+) -> Path:
     """Run the compile build of ``loaded`` and return its verified engine directory,
     copied out to ``work/engine`` (the builder image's tag is removed afterwards).
 
@@ -169,8 +185,13 @@ def compile_local(model: Path, *, rebuild: bool = False) -> Path:
         return out_dir
     request = compile_request(loaded.spec, loaded.source_path, out_dir)
     accuracy = loaded.spec.checks.accuracy
-    build_model_dir(request, digest, out_dir, checks=loaded.spec.checks.model_dump(mode="json"),
-                    samples=[loaded.model_dir / s for s in accuracy.samples] if accuracy else [])
+    build_model_dir(
+        request,
+        digest,
+        out_dir,
+        checks=loaded.spec.checks.model_dump(mode="json"),
+        samples=[loaded.model_dir / s for s in accuracy.samples] if accuracy else [],
+    )
     return out_dir
 
 
@@ -179,16 +200,20 @@ def _reusable(out_dir: Path, spec_digest: str, source: Path) -> bool:
         manifest = verify_model_dir(out_dir)
     except IntegrityError:
         return False
-    return (manifest.spec_digest == spec_digest
-            and manifest.source.sha256 == file_digests(source)["sha256"])
+    return (
+        manifest.spec_digest == spec_digest
+        and manifest.source.sha256 == file_digests(source)["sha256"]
+    )
 
 
 def engine_labels(manifest: Manifest, plan_digest: str, revision: str | None) -> dict[str, str]:
     """Labels that identify the engine inside the image (known only after the build)."""
-    labels = {"io.mmaas.engine.blake3": manifest.engine.blake3,
-              "io.mmaas.engine.sha256": manifest.engine.sha256,
-              "io.mmaas.manifest.digest": manifest.manifest_digest,
-              "io.mmaas.plan.digest": plan_digest}
+    labels = {
+        "io.mmaas.engine.blake3": manifest.engine.blake3,
+        "io.mmaas.engine.sha256": manifest.engine.sha256,
+        "io.mmaas.manifest.digest": manifest.manifest_digest,
+        "io.mmaas.plan.digest": plan_digest,
+    }
     if revision:
         labels["org.opencontainers.image.revision"] = revision
     return labels
@@ -209,9 +234,11 @@ def verify_image(image: str) -> Manifest:
 def check_labels(image: str, manifest: Manifest) -> None:
     """Raise IntegrityError when ``image``'s engine labels differ from ``manifest``."""
     labels = docker_engine.image_labels(image)
-    expected = {"io.mmaas.engine.blake3": manifest.engine.blake3,
-                "io.mmaas.engine.sha256": manifest.engine.sha256,
-                "io.mmaas.manifest.digest": manifest.manifest_digest}
+    expected = {
+        "io.mmaas.engine.blake3": manifest.engine.blake3,
+        "io.mmaas.engine.sha256": manifest.engine.sha256,
+        "io.mmaas.manifest.digest": manifest.manifest_digest,
+    }
     wrong = {k: labels.get(k) for k, v in expected.items() if labels.get(k) != v}
     if wrong:
         details = ", ".join(f"{k}={v!r} (manifest: {expected[k]})" for k, v in wrong.items())
@@ -220,8 +247,9 @@ def check_labels(image: str, manifest: Manifest) -> None:
 
 def _verified_manifest(image: str) -> Manifest:
     with tempfile.TemporaryDirectory(prefix="mmaas-verify-") as scratch:
-        return verify_model_dir(docker_engine.copy_from_image(image, MODEL_DIR,
-                                                              Path(scratch) / "model"))
+        return verify_model_dir(
+            docker_engine.copy_from_image(image, MODEL_DIR, Path(scratch) / "model")
+        )
 
 
 def _ca_bundle(loaded: LoadedSpec) -> Path | None:
@@ -234,23 +262,41 @@ def _build(plan: BuildPlan, context: Path, tag: str) -> str:
     return docker_engine.build(context, stage_context(plan, context), tag)
 
 
-def _plan(loaded: LoadedSpec, ca_bundle: Path | None, buildkit: bool | None, *,
-          engine_key: str | None = None, engine_dir: Path | None = None) -> BuildPlan:
+def _plan(
+    loaded: LoadedSpec,
+    ca_bundle: Path | None,
+    buildkit: bool | None,
+    *,
+    engine_key: str | None = None,
+    engine_dir: Path | None = None,
+) -> BuildPlan:
     if buildkit is None:
         buildkit = docker_engine.client().buildkit
-    return make_plan(loaded.spec, loaded.source_path, toolkit_dir=TOOLKIT_DIR,
-                     buildkit=buildkit, ca_bundle=ca_bundle or _ca_bundle(loaded),
-                     model_dir=loaded.model_dir,
-                     external_data=external_data_files(loaded.source_path),
-                     engine_key=engine_key, engine_dir=engine_dir)
+    return make_plan(
+        loaded.spec,
+        loaded.source_path,
+        toolkit_dir=TOOLKIT_DIR,
+        buildkit=buildkit,
+        ca_bundle=ca_bundle or _ca_bundle(loaded),
+        model_dir=loaded.model_dir,
+        external_data=external_data_files(loaded.source_path),
+        engine_key=engine_key,
+        engine_dir=engine_dir,
+    )
 
 
 def _engine_key(loaded: LoadedSpec, cache: CacheOptions, say: Say) -> str | None:
-    files = engine_inputs(loaded.spec, loaded.source_path, toolkit_dir=TOOLKIT_DIR,
-                          external_data=external_data_files(loaded.source_path),
-                          model_dir=loaded.model_dir)
+    files = engine_inputs(
+        loaded.spec,
+        loaded.source_path,
+        toolkit_dir=TOOLKIT_DIR,
+        external_data=external_data_files(loaded.source_path),
+        model_dir=loaded.model_dir,
+    )
     key = key_for(loaded.spec, loaded.source_path, files)
     if key is None and cache.enabled:
-        say(f"engine cache off for this build: {builder_image(loaded.spec)} is not in the "
-            "local Docker engine yet, so the key cannot be computed")
+        say(
+            f"engine cache off for this build: {builder_image(loaded.spec)} is not in the "
+            "local Docker engine yet, so the key cannot be computed"
+        )
     return key

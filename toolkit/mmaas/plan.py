@@ -34,8 +34,19 @@ ENGINE_CONTEXT = "engine"  # the package build's engine directory in its build c
 ENGINE_MODEL = ("engine", "0")
 # Modules the builder stage runs (``python -m mmaas.stage``): only these are copied into
 # it, so a change to the server or CLI does not re-run the engine compile (C13).
-STAGE_MODULES = ("__init__.py", "errors.py", "hashing.py", "manifest.py", "datatypes.py",
-                 "samples.py", "gates.py", "stage.py", "backends/__init__.py")
+STAGE_MODULES = (
+    "__init__.py",
+    "errors.py",
+    "hashing.py",
+    "manifest.py",
+    "datatypes.py",
+    "samples.py",
+    "gates.py",
+    "gates_latency.py",
+    "model_dir.py",
+    "stage.py",
+    "backends/__init__.py",
+)
 LABEL_PREFIX = "io.mmaas"
 
 
@@ -72,16 +83,29 @@ class BuildPlan:
 
 def model_info(spec: ModelSpec) -> ModelInfo:
     """The served signature of a completed spec (every tensor has datatype and shape)."""
-    return ModelInfo(name=spec.name, version=spec.version, backend=spec.backend,
-                     precision=spec.target_precision, max_batch_size=spec.max_batch_size,
-                     inputs=tuple(_tensor(t) for t in spec.inputs),
-                     outputs=tuple(_tensor(t) for t in spec.outputs))
+    return ModelInfo(
+        name=spec.name,
+        version=spec.version,
+        backend=spec.backend,
+        precision=spec.target_precision,
+        max_batch_size=spec.max_batch_size,
+        inputs=tuple(_tensor(t) for t in spec.inputs),
+        outputs=tuple(_tensor(t) for t in spec.outputs),
+    )
 
 
-def make_plan(spec: ModelSpec, source: Path, *, toolkit_dir: Path, buildkit: bool,
-              ca_bundle: Path | None = None, external_data: Sequence[str] = (),
-              model_dir: Path | None = None, engine_key: str | None = None,
-              engine_dir: Path | None = None) -> BuildPlan:
+def make_plan(
+    spec: ModelSpec,
+    source: Path,
+    *,
+    toolkit_dir: Path,
+    buildkit: bool,
+    ca_bundle: Path | None = None,
+    external_data: Sequence[str] = (),
+    model_dir: Path | None = None,
+    engine_key: str | None = None,
+    engine_dir: Path | None = None,
+) -> BuildPlan:
     """Plan one of the two builds of a completed ``spec`` whose ONNX file is ``source``:
     the compile build (``engine_dir`` None; its last stage holds the compiled engine
     directory at :data:`ENGINE_DIR`) or the package build of the image around the verified
@@ -100,20 +124,31 @@ def make_plan(spec: ModelSpec, source: Path, *, toolkit_dir: Path, buildkit: boo
             manifest; None when it could not be computed.
         engine_dir: the engine directory to package, or None for the compile build.
     """
-    inputs = engine_inputs(spec, source, toolkit_dir=toolkit_dir, external_data=external_data,
-                           model_dir=model_dir)
+    inputs = engine_inputs(
+        spec, source, toolkit_dir=toolkit_dir, external_data=external_data, model_dir=model_dir
+    )
     engine = engine_spec(spec, source)
-    engine_request = {**engine, "spec_digest": _canonical_digest(engine),
-                      "engine_key": engine_key}
-    build_request = {**engine, "model": asdict(model_info(spec)),
-                     "settings": spec.build.model_dump(mode="json"),
-                     "spec_digest": spec.digest(), "engine_key": engine_key}
-    staged = ((*[f for f in inputs if f.target.startswith("stage-lib/")],
-               ContextFile(engine_dir, ENGINE_CONTEXT))
-              if engine_dir is not None else inputs)
-    files = [*staged,
-             ContextFile(TEMPLATES_DIR / "requirements-runtime.txt", "requirements-runtime.txt"),
-             ContextFile(toolkit_dir, "lib/mmaas")]
+    engine_request = {**engine, "spec_digest": _canonical_digest(engine), "engine_key": engine_key}
+    build_request = {
+        **engine,
+        "model": asdict(model_info(spec)),
+        "settings": spec.build.model_dump(mode="json"),
+        "spec_digest": spec.digest(),
+        "engine_key": engine_key,
+    }
+    staged = (
+        (
+            *[f for f in inputs if f.target.startswith("stage-lib/")],
+            ContextFile(engine_dir, ENGINE_CONTEXT),
+        )
+        if engine_dir is not None
+        else inputs
+    )
+    files = [
+        *staged,
+        ContextFile(TEMPLATES_DIR / "requirements-runtime.txt", "requirements-runtime.txt"),
+        ContextFile(toolkit_dir, "lib/mmaas"),
+    ]
     if ca_bundle is not None:
         files.append(ContextFile(ca_bundle, "ca-bundle.pem"))
     labels = {
@@ -141,26 +176,40 @@ def make_plan(spec: ModelSpec, source: Path, *, toolkit_dir: Path, buildkit: boo
     generated = {"build-request.json": _json(build_request)}
     if engine_dir is None:
         generated["engine-request.json"] = _json(engine_request)
-    plan = BuildPlan(image=f"{spec.image_repository}:{spec.image_tag}",
-                     template=f"Dockerfile.{spec.backend}.j2", values=values,
-                     files=tuple(files), generated=generated, labels=labels)
+    plan = BuildPlan(
+        image=f"{spec.image_repository}:{spec.image_tag}",
+        template=f"Dockerfile.{spec.backend}.j2",
+        values=values,
+        files=tuple(files),
+        generated=generated,
+        labels=labels,
+    )
     return BuildPlan(**{**plan.__dict__, "digest": _digest(plan)})
 
 
-def engine_inputs(spec: ModelSpec, source: Path, *, toolkit_dir: Path,
-                  external_data: Sequence[str] = (),
-                  model_dir: Path | None = None) -> tuple[ContextFile, ...]:
+def engine_inputs(
+    spec: ModelSpec,
+    source: Path,
+    *,
+    toolkit_dir: Path,
+    external_data: Sequence[str] = (),
+    model_dir: Path | None = None,
+) -> tuple[ContextFile, ...]:
     """The files the engine compile reads, as staged: the ONNX file and its external data
     (``model/``), the accuracy gate's samples (``model/<path in the model folder>``) and
     the builder stage's mmaas modules (``stage-lib/mmaas/``). Their bytes are part of the
     engine-cache key."""
     folder = model_dir or source.parent
     samples = spec.checks.accuracy.samples if spec.checks.accuracy else []
-    return (ContextFile(source, f"model/{source.name}"),
-            *(ContextFile(source.parent / name, f"model/{name}") for name in external_data),
-            *(ContextFile(folder / name, f"model/{name}") for name in samples),
-            *(ContextFile(toolkit_dir / name, f"stage-lib/mmaas/{name}")
-              for name in (*STAGE_MODULES, f"backends/{spec.backend}.py")))
+    return (
+        ContextFile(source, f"model/{source.name}"),
+        *(ContextFile(source.parent / name, f"model/{name}") for name in external_data),
+        *(ContextFile(folder / name, f"model/{name}") for name in samples),
+        *(
+            ContextFile(toolkit_dir / name, f"stage-lib/mmaas/{name}")
+            for name in (*STAGE_MODULES, f"backends/{spec.backend}.py")
+        ),
+    )
 
 
 def engine_spec(spec: ModelSpec, source: Path) -> dict[str, Any]:
@@ -170,23 +219,33 @@ def engine_spec(spec: ModelSpec, source: Path) -> dict[str, Any]:
     version, description, runtime, image) leaves the engine unchanged."""
     model = replace(model_info(spec), name=ENGINE_MODEL[0], version=ENGINE_MODEL[1])
     build = spec.build.model_dump(mode="json")
-    settings = ({"onnxruntime": build["onnxruntime"]} if spec.backend == "onnxruntime" else
-                {**{k: v for k, v in build.items() if k != "onnxruntime"},
-                 "tensorrt": {k: v for k, v in build["tensorrt"].items()
-                              if k != "runtime_image"}})
+    settings = (
+        {"onnxruntime": build["onnxruntime"]}
+        if spec.backend == "onnxruntime"
+        else {
+            **{k: v for k, v in build.items() if k != "onnxruntime"},
+            "tensorrt": {k: v for k, v in build["tensorrt"].items() if k != "runtime_image"},
+        }
+    )
     samples = spec.checks.accuracy.samples if spec.checks.accuracy else []
-    return {"model": asdict(model), "settings": settings,
-            "checks": spec.checks.model_dump(mode="json"),
-            "source": f"model/{source.name}", "samples": [f"model/{s}" for s in samples]}
+    return {
+        "model": asdict(model),
+        "settings": settings,
+        "checks": spec.checks.model_dump(mode="json"),
+        "source": f"model/{source.name}",
+        "samples": [f"model/{s}" for s in samples],
+    }
 
 
 def runtime_env(spec: ModelSpec) -> dict[str, str]:
     """The ``MMAAS_*`` variables that carry ``runtime`` from model.yaml into the image
     (the server reads only its environment; see ``mmaas.server.settings``). An unset
     ``max_message_size`` is left to the server, which derives it from the manifest."""
-    env = {"MMAAS_GRPC_PORT": str(spec.runtime.grpc_port),
-           "MMAAS_METRICS_PORT": str(spec.runtime.metrics_port),
-           "MMAAS_INSTANCE_COUNT": str(spec.runtime.instance_count)}
+    env = {
+        "MMAAS_GRPC_PORT": str(spec.runtime.grpc_port),
+        "MMAAS_METRICS_PORT": str(spec.runtime.metrics_port),
+        "MMAAS_INSTANCE_COUNT": str(spec.runtime.instance_count),
+    }
     if spec.runtime.max_message_size:
         env["MMAAS_MAX_MESSAGE_SIZE"] = str(spec.runtime.max_message_size)
     return env
@@ -196,15 +255,21 @@ def compile_request(spec: ModelSpec, source: Path, out_dir: Path) -> CompileRequ
     """The back end's compile request for a completed ``spec`` whose ONNX file is
     ``source`` (used on the host by ``mmaas serve``; the image gets the same fields as
     ``build-request.json``)."""
-    return CompileRequest(model=model_info(spec), source=source, out_dir=out_dir,
-                          settings=spec.build.model_dump(mode="json"))
+    return CompileRequest(
+        model=model_info(spec),
+        source=source,
+        out_dir=out_dir,
+        settings=spec.build.model_dump(mode="json"),
+    )
 
 
 def _tensor(spec: InputSpec | OutputSpec) -> TensorInfo:
-    profile = ({"min": spec.min, "opt": spec.opt, "max": spec.max}
-               if isinstance(spec, InputSpec) else {})
-    return TensorInfo(name=spec.name, datatype=spec.datatype or "FP32",
-                      shape=tuple(spec.shape or ()), **profile)
+    profile = (
+        {"min": spec.min, "opt": spec.opt, "max": spec.max} if isinstance(spec, InputSpec) else {}
+    )
+    return TensorInfo(
+        name=spec.name, datatype=spec.datatype or "FP32", shape=tuple(spec.shape or ()), **profile
+    )
 
 
 def _json(data: dict[str, Any]) -> str:
@@ -216,8 +281,12 @@ def _canonical_digest(data: dict[str, Any]) -> str:
 
 
 def _digest(plan: BuildPlan) -> str:
-    body = {"image": plan.image, "template": plan.template, "values": plan.values,
-            "files": [f.target for f in plan.files], "generated": plan.generated,
-            "labels": plan.labels}
+    body = {
+        "image": plan.image,
+        "template": plan.template,
+        "values": plan.values,
+        "files": [f.target for f in plan.files],
+        "generated": plan.generated,
+        "labels": plan.labels,
+    }
     return bytes_digest(json.dumps(body, sort_keys=True, default=str).encode())
-

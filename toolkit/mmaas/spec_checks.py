@@ -39,18 +39,22 @@ def check_gates(spec: ModelSpec, model_dir: Path, report: Report) -> None:
         served = [tensor.name for tensor in spec.outputs]
         for name in accuracy.outputs:
             if name not in served:
-                report(("checks", "accuracy", "outputs", name),
-                       f"the model serves no output {name!r}; its outputs are: "
-                       f"{', '.join(map(repr, served))}")
+                report(
+                    ("checks", "accuracy", "outputs", name),
+                    f"the model serves no output {name!r}; its outputs are: "
+                    f"{', '.join(map(repr, served))}",
+                )
         for index, sample in enumerate(accuracy.samples):
-            _check_sample(model_dir, sample, inputs, ("checks", "accuracy", "samples", index),
-                          report)
+            _check_sample(
+                model_dir, sample, inputs, ("checks", "accuracy", "samples", index), report
+            )
     if latency is not None:
         _check_latency(latency, spec.max_batch_size, inputs, report)
 
 
-def _check_sample(model_dir: Path, sample: str, inputs: dict[str, InputSpec],
-                  path: KeyPath, report: Report) -> None:
+def _check_sample(
+    model_dir: Path, sample: str, inputs: dict[str, InputSpec], path: KeyPath, report: Report
+) -> None:
     file = (model_dir / sample).resolve()
     if Path(sample).is_absolute() or not file.is_relative_to(model_dir.resolve()):
         report(path, f"{sample!r} is outside the model folder; give a path relative to it")
@@ -82,31 +86,43 @@ def _array_problem(array: np.ndarray, tensor: InputSpec) -> str | None:
 
 def _shape_problem(shape: tuple[int, ...], tensor: InputSpec) -> str | None:
     low, high = tuple(tensor.min or ()), tuple(tensor.max or ())
-    if len(shape) != len(low) or any(not lo <= dim <= hi
-                                      for dim, lo, hi in zip(shape, low, high, strict=True)):
-        return (f"shape {list(shape)} is outside the optimization profile "
-                f"(min {list(low)}, max {list(high)})")
+    if len(shape) != len(low) or any(
+        not lo <= dim <= hi for dim, lo, hi in zip(shape, low, high, strict=True)
+    ):
+        return (
+            f"shape {list(shape)} is outside the optimization profile "
+            f"(min {list(low)}, max {list(high)})"
+        )
     return None
 
 
-def _check_latency(latency: LatencySpec, max_batch_size: int, inputs: dict[str, InputSpec],
-                   report: Report) -> None:
+def _check_latency(
+    latency: LatencySpec, max_batch_size: int, inputs: dict[str, InputSpec], report: Report
+) -> None:
     batch = latency.batch
     if batch is not None and max_batch_size == 0:
-        report(("checks", "latency", "batch"), "the model has no batch axis (max_batch_size: "
-               "0); give full shapes under checks.latency.shapes instead")
+        report(
+            ("checks", "latency", "batch"),
+            "the model has no batch axis (max_batch_size: "
+            "0); give full shapes under checks.latency.shapes instead",
+        )
     elif batch is not None and batch > max_batch_size:
-        report(("checks", "latency", "batch"),
-               f"batch {batch} is above max_batch_size ({max_batch_size})")
+        report(
+            ("checks", "latency", "batch"),
+            f"batch {batch} is above max_batch_size ({max_batch_size})",
+        )
     for name, shape in latency.shapes.items():
         key: KeyPath = ("checks", "latency", "shapes", name)
         if name not in inputs:
-            report(key, f"the model has no input {name!r}; its inputs are: "
-                        f"{', '.join(map(repr, inputs))}")
+            report(
+                key,
+                f"the model has no input {name!r}; its inputs are: {', '.join(map(repr, inputs))}",
+            )
             continue
         problem = _shape_problem(tuple(shape), inputs[name])
         if problem:
             report(key, problem)
         elif batch is not None and shape and shape[0] != batch:
-            report(key, f"axis 0 is {shape[0]} but checks.latency.batch is {batch}; "
-                        "drop one of them")
+            report(
+                key, f"axis 0 is {shape[0]} but checks.latency.batch is {batch}; drop one of them"
+            )

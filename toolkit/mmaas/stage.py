@@ -13,22 +13,17 @@ to the request file, "checks": spec.checks as a dict, "samples": sample files re
 the request file, "engine_key": "sha256:..." or null}``. The plan writes two: the engine
 request (the model's name and version neutral, so the compile's Docker layer survives a
 rename or a version bump) and the build request. ``stamp`` turns an engine directory --
-just compiled, or a verified engine-cache entry -- into this model's directory: the engine
-and report unchanged, the manifest re-sealed with this build's name, version and spec
-digest. A model directory appears whole or not at all: it is assembled in a sibling temp
-directory and renamed into place.
+just compiled, or a verified engine-cache entry -- into this model's directory
+(:mod:`mmaas.model_dir`). A model directory appears whole or not at all: it is assembled
+in a sibling temp directory and renamed into place.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import sys
-import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -36,22 +31,19 @@ from typing import Any
 
 import mmaas
 from mmaas.backends import Backend, CompileRequest, Engine, get_backend
-from mmaas.errors import BuildError, IntegrityError, MmaasError
-from mmaas.gates import GateFailed, LatencyProbe, accuracy_gate, latency_gate, sample_arrays
+from mmaas.errors import BuildError, MmaasError
+from mmaas.gates import GateFailed, accuracy_gate, sample_arrays
+from mmaas.gates_latency import LatencyProbe, latency_gate
 from mmaas.manifest import (
-    MANIFEST_NAME,
     FileRecord,
     Manifest,
     ModelInfo,
     atomic_write_text,
     model_info_from_dict,
-    read_manifest,
-    verify_engine,
     write_manifest,
 )
+from mmaas.model_dir import REPORT_NAME, assembled, stamp_model_dir, verify_model_dir
 from mmaas.samples import POINTS, profile_shape, sample_inputs
-
-REPORT_NAME = "report.json"
 
 
 @dataclass(frozen=True)
@@ -81,19 +73,32 @@ def read_request(path: Path) -> StageRequest:
     """
     try:
         raw = json.loads(path.read_text())
-        request = CompileRequest(model=model_info_from_dict(raw["model"]),
-                                 source=(path.parent / raw["source"]).resolve(),
-                                 out_dir=Path("."), settings=raw.get("settings", {}))
-        return StageRequest(request, raw["spec_digest"], raw.get("checks") or {},
-                            tuple((path.parent / s).resolve() for s in raw.get("samples", [])),
-                            raw.get("engine_key"))
+        request = CompileRequest(
+            model=model_info_from_dict(raw["model"]),
+            source=(path.parent / raw["source"]).resolve(),
+            out_dir=Path("."),
+            settings=raw.get("settings", {}),
+        )
+        return StageRequest(
+            request,
+            raw["spec_digest"],
+            raw.get("checks") or {},
+            tuple((path.parent / s).resolve() for s in raw.get("samples", [])),
+            raw.get("engine_key"),
+        )
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise BuildError(f"{path}: unreadable build request ({exc})") from exc
 
 
-def build_model_dir(request: CompileRequest, spec_digest: str, out_dir: Path, *,
-                    checks: Mapping[str, Any] | None = None, samples: Sequence[Path] = (),
-                    engine_key: str | None = None) -> Manifest:
+def build_model_dir(
+    request: CompileRequest,
+    spec_digest: str,
+    out_dir: Path,
+    *,
+    checks: Mapping[str, Any] | None = None,
+    samples: Sequence[Path] = (),
+    engine_key: str | None = None,
+) -> Manifest:
     """Compile, check over the profile, run the ``checks`` gates (``samples``: the accuracy
     gate's input files), hash, and write the model directory ``out_dir``.
 
@@ -102,28 +107,42 @@ def build_model_dir(request: CompileRequest, spec_digest: str, out_dir: Path, *,
             profile's min/opt/max shapes. GateFailed: a gate failed (carries its report).
     """
     backend = get_backend(request.model.backend)
-    with _assembled(out_dir) as work:
+    with assembled(out_dir) as work:
         started = time.perf_counter()
         result = backend.compile(replace(request, out_dir=work))
         facts = backend.describe()
-        draft = Manifest(model=request.model, engine=FileRecord.of(work, result.engine_file),
-                         source=FileRecord.of(request.source.parent, request.source.name),
-                         spec_digest=spec_digest, backend=facts, build={})
+        draft = Manifest(
+            model=request.model,
+            engine=FileRecord.of(work, result.engine_file),
+            source=FileRecord.of(request.source.parent, request.source.name),
+            spec_digest=spec_digest,
+            backend=facts,
+            build={},
+        )
         engine = backend.load(work, draft)
-        report = {"compile": dict(result.report),
-                  "profile_check": check_profile(engine, request.model),
-                  **run_gates(engine, request, checks or {}, samples,
-                              _probe(backend, work, draft))}
+        report = {
+            "compile": dict(result.report),
+            "profile_check": check_profile(engine, request.model),
+            **run_gates(engine, request, checks or {}, samples, _probe(backend, work, draft)),
+        }
         atomic_write_text(work / REPORT_NAME, json.dumps(report, indent=2) + "\n")
-        build = {"mmaas_version": mmaas.__version__, "command": list(result.command),
-                 "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                 "duration_ms": round((time.perf_counter() - started) * 1000, 3),
-                 "engine_key": engine_key}
+        build = {
+            "mmaas_version": mmaas.__version__,
+            "command": list(result.command),
+            "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "duration_ms": round((time.perf_counter() - started) * 1000, 3),
+            "engine_key": engine_key,
+        }
         return write_manifest(work, replace(draft, report=report, build=build))
 
 
-def run_gates(engine: Engine, request: CompileRequest, checks: Mapping[str, Any],
-              samples: Sequence[Path], probe: LatencyProbe | None) -> dict[str, Any]:
+def run_gates(
+    engine: Engine,
+    request: CompileRequest,
+    checks: Mapping[str, Any],
+    samples: Sequence[Path],
+    probe: LatencyProbe | None,
+) -> dict[str, Any]:
     """Run the accuracy and latency gates ``checks`` declares; their reports by name
     (``{"accuracy": ..., "latency": ...}``, only those declared).
 
@@ -134,35 +153,12 @@ def run_gates(engine: Engine, request: CompileRequest, checks: Mapping[str, Any]
     names = [tensor.name for tensor in request.model.inputs]
     if checks.get("accuracy") is not None:
         loaded = [(sample.name, _sample(sample, names)) for sample in samples]
-        reports["accuracy"] = accuracy_gate(engine, request.model, request.source,
-                                            checks["accuracy"], loaded)
+        reports["accuracy"] = accuracy_gate(
+            engine, request.model, request.source, checks["accuracy"], loaded
+        )
     if checks.get("latency") is not None:
         reports["latency"] = latency_gate(engine, request.model, checks["latency"], probe)
     return reports
-
-
-def stamp_model_dir(engine_dir: Path, out_dir: Path, model: ModelInfo, spec_digest: str,
-                    engine_key: str | None) -> Manifest:
-    """Make ``out_dir`` this model's directory from the verified ``engine_dir`` (a fresh
-    compile or an engine-cache entry): its files linked or copied unchanged, the manifest
-    re-sealed with ``model`` (name, version) and ``spec_digest``.
-
-    Raises:
-        IntegrityError: ``engine_dir`` fails verification, was built for another engine key,
-            or serves another signature than ``model`` (beyond name and version).
-    """
-    built = verify_model_dir(engine_dir)
-    if engine_key and built.build.get("engine_key") != engine_key:
-        raise IntegrityError(f"{engine_dir}: engine built for key "
-                             f"{built.build.get('engine_key')}, this build needs {engine_key}")
-    if replace(built.model, name=model.name, version=model.version) != model:
-        raise IntegrityError(f"{engine_dir}: engine serves another signature than "
-                             f"{model.name} {model.version} (inputs, outputs or profile)")
-    with _assembled(out_dir) as work:
-        shutil.copytree(engine_dir, work, ignore=shutil.ignore_patterns(MANIFEST_NAME),
-                        copy_function=link_or_copy, dirs_exist_ok=True)
-        verify_engine(work, built)
-        return write_manifest(work, replace(built, model=model, spec_digest=spec_digest))
 
 
 def check_profile(engine: Engine, model: ModelInfo) -> list[dict[str, Any]]:
@@ -189,23 +185,18 @@ def check_profile(engine: Engine, model: ModelInfo) -> list[dict[str, Any]]:
             raise BuildError(
                 f"profile check failed at the {point} shapes ({described}): {exc}",
                 hint="the engine does not run over the optimization profile in model.yaml; "
-                     "narrow the profile or fix the export so it holds for every shape "
-                     "between min and max") from exc
-        checks.append({"point": point, "shapes": shapes,
-                       "latency_ms": round((time.perf_counter() - started) * 1000, 3),
-                       "outputs": {n: list(v.shape) for n, v in outputs.items()}})
+                "narrow the profile or fix the export so it holds for every shape "
+                "between min and max",
+            ) from exc
+        checks.append(
+            {
+                "point": point,
+                "shapes": shapes,
+                "latency_ms": round((time.perf_counter() - started) * 1000, 3),
+                "outputs": {n: list(v.shape) for n, v in outputs.items()},
+            }
+        )
     return checks
-
-
-def verify_model_dir(directory: Path) -> Manifest:
-    """Read and self-check the manifest, then re-hash the engine against it.
-
-    Raises:
-        IntegrityError: the manifest was altered or the engine differs from it.
-    """
-    manifest = read_manifest(directory)
-    verify_engine(directory, manifest)
-    return manifest
 
 
 def main(argv: list[str]) -> int:
@@ -214,18 +205,30 @@ def main(argv: list[str]) -> int:
     try:
         if len(argv) == 3 and argv[0] == "build":
             request = read_request(Path(argv[1]))
-            manifest = build_model_dir(request.compile, request.spec_digest, Path(argv[2]),
-                                       checks=request.checks, samples=request.samples,
-                                       engine_key=request.engine_key)
+            manifest = build_model_dir(
+                request.compile,
+                request.spec_digest,
+                Path(argv[2]),
+                checks=request.checks,
+                samples=request.samples,
+                engine_key=request.engine_key,
+            )
             summary = {key: manifest.report[key] for key in manifest.report if key != "compile"}
             print(json.dumps({"engine": asdict(manifest.engine), **summary}, indent=2))
             return 0
         if len(argv) == 4 and argv[0] == "stamp":
             request = read_request(Path(argv[1]))
-            manifest = stamp_model_dir(Path(argv[2]), Path(argv[3]), request.compile.model,
-                                       request.spec_digest, request.engine_key)
-            print(f"engine stamped for {manifest.model.name} {manifest.model.version}: "
-                  f"{manifest.engine.path} {manifest.engine.blake3}")
+            manifest = stamp_model_dir(
+                Path(argv[2]),
+                Path(argv[3]),
+                request.compile.model,
+                request.spec_digest,
+                request.engine_key,
+            )
+            print(
+                f"engine stamped for {manifest.model.name} {manifest.model.version}: "
+                f"{manifest.engine.path} {manifest.engine.blake3}"
+            )
             return 0
         if len(argv) == 2 and argv[0] == "verify":
             manifest = verify_model_dir(Path(argv[1]))
@@ -238,25 +241,12 @@ def main(argv: list[str]) -> int:
     except MmaasError as exc:
         print(f"mmaas stage: error: {exc}", file=sys.stderr)
         return exc.exit_code
-    print("usage: python -m mmaas.stage build REQUEST.json OUT_DIR | stamp REQUEST.json "
-          "ENGINE_DIR OUT_DIR | verify MODEL_DIR", file=sys.stderr)
+    print(
+        "usage: python -m mmaas.stage build REQUEST.json OUT_DIR | stamp REQUEST.json "
+        "ENGINE_DIR OUT_DIR | verify MODEL_DIR",
+        file=sys.stderr,
+    )
     return 2
-
-
-@contextmanager
-def _assembled(out_dir: Path) -> Iterator[Path]:
-    """A sibling temp directory (0755: readable by the runtime's non-root user) that
-    replaces ``out_dir`` when the block succeeds, and is removed when it fails."""
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}."))
-    work.chmod(0o755)
-    try:
-        yield work
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        work.rename(out_dir)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 def _probe(backend: Backend, directory: Path, manifest: Manifest) -> LatencyProbe | None:
@@ -274,16 +264,6 @@ def _sample(path: Path, names: list[str]) -> dict[str, Any]:
         return sample_arrays(path, names)
     except (OSError, ValueError) as exc:
         raise BuildError(f"accuracy gate: sample {path.name}: {exc}") from exc
-
-
-def link_or_copy(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> None:
-    """Hard-link ``source`` to ``target`` (large engines cost no copy), or copy it (with
-    its times and mode) across file systems; usable as ``shutil.copytree``'s
-    ``copy_function``."""
-    try:
-        os.link(source, target)
-    except OSError:
-        shutil.copy2(source, target)
 
 
 if __name__ == "__main__":

@@ -17,38 +17,66 @@ from mmaas.registry import parse_registry
 @click.command("build")
 @click.argument("model", type=click.Path(path_type=Path))
 @ca_bundle_option
-@click.option("--revision",
-              help="Source revision for the org.opencontainers.image.revision label.")
-@click.option("--engine-cache/--no-engine-cache", default=True, show_default=True,
-              help="Reuse an engine built from the same inputs instead of compiling, and "
-                   "keep a freshly compiled one.")
-@click.option("--engine-cache-dir", type=click.Path(file_okay=False, path_type=Path),
-              default=None,
-              help="Local engine cache (default: $MMAAS_CACHE_DIR/engines, else "
-                   "~/.cache/mmaas/engines).")
-@click.option("--engine-cache-registry", metavar="HOST[:PORT]/NAMESPACE",
-              envvar="MMAAS_ENGINE_CACHE_REGISTRY", default=None,
-              help="Share engines through this registry as <name>-engine-cache:<key> images: "
-                   "pull a hit, push a miss (credentials: $MMAAS_REGISTRY_USER/_PASSWORD or "
-                   "docker login).")
+@click.option("--revision", help="Source revision for the org.opencontainers.image.revision label.")
+@click.option(
+    "--engine-cache/--no-engine-cache",
+    default=True,
+    show_default=True,
+    help="Reuse an engine built from the same inputs instead of compiling, and "
+    "keep a freshly compiled one.",
+)
+@click.option(
+    "--engine-cache-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Local engine cache (default: $MMAAS_CACHE_DIR/engines, else ~/.cache/mmaas/engines).",
+)
+@click.option(
+    "--engine-cache-registry",
+    metavar="HOST[:PORT]/NAMESPACE",
+    envvar="MMAAS_ENGINE_CACHE_REGISTRY",
+    default=None,
+    help="Share engines through this registry as <name>-engine-cache:<key> images: "
+    "pull a hit, push a miss (credentials: $MMAAS_REGISTRY_USER/_PASSWORD or "
+    "docker login).",
+)
 @json_option
-def command(model: Path, ca_bundle: Path | None, revision: str | None, engine_cache: bool,
-            engine_cache_dir: Path | None, engine_cache_registry: str | None,
-            as_json: bool) -> None:
+def command(
+    model: Path,
+    ca_bundle: Path | None,
+    revision: str | None,
+    engine_cache: bool,
+    engine_cache_dir: Path | None,
+    engine_cache_registry: str | None,
+    as_json: bool,
+) -> None:
     """Build MODEL (a folder holding model.yaml, or the model.yaml itself) into an image.
 
     Progress streams to stderr; the image tag and id are printed on stdout.
     """
     registry = parse_registry(engine_cache_registry) if engine_cache_registry else None
-    result = build_image(model, ca_bundle=ca_bundle, revision=revision,
-                         cache=CacheOptions(engine_cache, engine_cache_dir, registry))
+    result = build_image(
+        model,
+        ca_bundle=ca_bundle,
+        revision=revision,
+        cache=CacheOptions(engine_cache, engine_cache_dir, registry),
+    )
     if as_json:
-        click.echo(json.dumps({"image": result.image, "image_id": result.image_id,
-                               "engine": asdict(result.manifest.engine),
-                               "engine_key": result.engine_key,
-                               "engine_cache": result.engine_cache,
-                               "labels": result.labels, "plan_digest": result.plan_digest,
-                               "seconds": result.seconds}, indent=2))
+        click.echo(
+            json.dumps(
+                {
+                    "image": result.image,
+                    "image_id": result.image_id,
+                    "engine": asdict(result.manifest.engine),
+                    "engine_key": result.engine_key,
+                    "engine_cache": result.engine_cache,
+                    "labels": result.labels,
+                    "plan_digest": result.plan_digest,
+                    "seconds": result.seconds,
+                },
+                indent=2,
+            )
+        )
         return
     click.echo(f"built {result.image} ({result.image_id}) in {result.seconds:.1f} s")
     click.echo(f"engine {result.manifest.engine.path} {result.manifest.engine.blake3}")

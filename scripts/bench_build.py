@@ -1,0 +1,317 @@
+"""Build benchmark (issue 7): what a rebuild costs compared with a cold build, in one run.
+
+Cases, in order, for one model (default ppocr-det), each timed end to end (``mmaas build``:
+key, cache lookup, Docker builds, copy-out verification, labels):
+
+1. ``cold``: nothing cached for this run (engine compiled, framework layer built);
+2. ``unchanged``: the same build again;
+3. ``non_engine_change``: README edited and runtime settings changed;
+4. ``engine_change``: ``build.onnxruntime.graph_optimization_level`` changed (recompile);
+5. ``fresh_docker_registry_cache``: a fresh Docker state with a warm registry cache: the
+   run's images removed, an empty local engine cache, and a new base image id, so that no
+   build-cache record of this run (or anyone's) matches; the engine comes from the registry.
+
+Isolation on a shared Docker engine: everything is built under ``mmaas-bench/`` from a
+base image made for the run (``FROM <base>`` + a run label: no new layer, a new image id,
+so no cache record of other builds matches), and the run's images are removed at the end.
+``docker builder prune`` is NOT run: BuildKit cannot tell which cache records this run made
+(they carry no owner, and other engineers build at the same time), so a prune by filter
+could delete their cache; a new base image id gives the same fresh state without it, and
+BuildKit's garbage collection reclaims the run's records. The pip download cache (a
+BuildKit cache mount shared by all builds) stays warm: the framework layer is rebuilt in
+cases 1 and 5, but its wheels are not downloaded again.
+
+The registry is a local ``docker-registry`` on loopback (``tests/registry_fixtures``)
+unless ``--registry HOST:PORT/NS`` is given. Prints every case as a ratio of the cold
+build and the image's size per layer group (base, runtime framework, engine + manifest,
+mmaas code; bytes as Docker counts them, and gzip-compressed as a registry stores them),
+and writes the whole result as JSON under ``benchmarks/results/``.
+
+Usage: ``python scripts/bench_build.py [--model models/ppocr-det] [--registry HOST:PORT/NS]
+[--base mmaas/base:bookworm] [--out FILE]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import platform
+import re
+import secrets
+import shutil
+import sys
+import tarfile
+import tempfile
+import time
+import zlib
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from mmaas import docker_engine, proc
+from mmaas.engine_reuse import CacheOptions
+from mmaas.manifest import atomic_write_text
+from mmaas.pipeline import build_image
+from mmaas.registry import RegistryTarget, parse_registry
+
+ROOT = Path(__file__).resolve().parent.parent
+NAMESPACE = "mmaas-bench"
+LAYER_GROUPS = (
+    ("framework", ("requirements-runtime.txt", "pip install", "ENV PATH=")),
+    ("engine + manifest", ("/opt/mmaas/engine", "manifest.json")),
+    ("mmaas code", ("COPY lib/", "compileall")),
+)
+
+
+def main() -> None:
+    """Command-line entry: run the five cases, print the table, write the JSON."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", type=Path, default=ROOT / "models" / "ppocr-det")
+    parser.add_argument("--registry", help="HOST:PORT/NS (default: a local docker-registry)")
+    parser.add_argument("--base", default="mmaas/base:bookworm", help="base image to derive from")
+    parser.add_argument("--out", type=Path, default=None, help="JSON file to write")
+    args = parser.parse_args()
+    run = secrets.token_hex(4)
+    with (
+        tempfile.TemporaryDirectory(prefix="mmaas-bench-build-") as scratch,
+        registry_for(args.registry, Path(scratch)) as registry,
+    ):
+        result = bench(args.model, Path(scratch), registry, args.base, run)
+    out = args.out or ROOT / "benchmarks" / "results" / (
+        f"build-{args.model.name}-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}.json"
+    )
+    atomic_write_text(out, json.dumps(result, indent=2) + "\n")
+    print_table(result)
+    print(f"\nwrote {out}")
+
+
+def bench(
+    model: Path, scratch: Path, registry: RegistryTarget, base: str, run: str
+) -> dict[str, Any]:
+    """Run the five cases on a copy of ``model``; return the JSON-ready result."""
+    folder = scratch / model.name
+    shutil.copytree(model, folder, ignore=shutil.ignore_patterns(".mmaas"))
+    spec = (folder / "model.yaml").read_text()
+    repository = f"{NAMESPACE}/{model.name}"
+    cases: dict[str, Any] = {}
+    try:
+        first_base = derived_base(base, run, "1")
+        write_spec(folder, spec, repository, first_base)
+        cache = CacheOptions(root=scratch / "engines-1", registry=registry)
+        cases["cold"] = timed_build(folder, cache)
+        cases["unchanged"] = timed_build(folder, cache)
+        (folder / "README.md").write_text("An edited README: not an engine input.\n")
+        write_spec(folder, spec + "runtime: {instance_count: 2}\n", repository, first_base)
+        cases["non_engine_change"] = timed_build(folder, cache)
+        engine_spec = spec.replace(
+            "# build:", "build: {onnxruntime: {graph_optimization_level: extended}}\n# build:", 1
+        )
+        write_spec(folder, engine_spec, repository, first_base)
+        cases["engine_change"] = timed_build(folder, cache)
+        image = f"{repository}:{tag_of(folder)}"
+        sizes = layer_sizes(image, first_base)
+        remove_images(repository, first_base)
+        fresh_base = derived_base(base, run, "2")
+        write_spec(folder, engine_spec, repository, fresh_base)
+        cases["fresh_docker_registry_cache"] = timed_build(
+            folder, CacheOptions(root=scratch / "engines-2", registry=registry)
+        )
+    finally:
+        remove_images(repository, f"{NAMESPACE}/base")
+    cold = cases["cold"]["seconds"]
+    for case in cases.values():
+        case["ratio_of_cold"] = round(case["seconds"] / cold, 4)
+    return {
+        "model": model.name,
+        "run": run,
+        "started_base": base,
+        "machine": machine(),
+        "cases": cases,
+        "image_layers": sizes,
+        "registry": registry.address,
+    }
+
+
+def timed_build(folder: Path, cache: CacheOptions) -> dict[str, Any]:
+    """One ``mmaas build``: seconds, engine-cache outcome and BuildKit step counts."""
+    notes: list[str] = []
+    output = io.StringIO()
+    started = time.perf_counter()
+    with contextlib.redirect_stderr(output):
+        result = build_image(folder, cache=cache, say=notes.append)
+    seconds = round(time.perf_counter() - started, 3)
+    text = output.getvalue()
+    steps = re.findall(r"^#\d+ (CACHED|DONE)", text, re.MULTILINE)
+    print(
+        f"  {seconds:8.1f} s  engine cache {result.engine_cache:13s} {'; '.join(notes)[:120]}",
+        file=sys.stderr,
+    )
+    return {
+        "seconds": seconds,
+        "engine_cache": result.engine_cache,
+        "engine_key": result.engine_key,
+        "notes": notes,
+        "compiled": "mmaas.stage build" in text,
+        "buildkit_steps": {"cached": steps.count("CACHED"), "ran": steps.count("DONE")},
+        "image_id": result.image_id,
+    }
+
+
+def derived_base(base: str, run: str, generation: str) -> str:
+    """``mmaas-bench/base:<run>-<generation>``: ``base`` plus a label (no new layer, a new
+    image id, so no build-cache record made from another base id matches)."""
+    tag = f"{NAMESPACE}/base:{run}-{generation}"
+    with tempfile.TemporaryDirectory(prefix="mmaas-bench-base-") as scratch:
+        dockerfile = Path(scratch) / "Dockerfile"
+        dockerfile.write_text(f'FROM {base}\nLABEL io.mmaas.bench.run="{run}-{generation}"\n')
+        docker_engine.build(Path(scratch), dockerfile, tag, echo=False)
+    return tag
+
+
+def write_spec(folder: Path, spec: str, repository: str, base: str) -> None:
+    """The model.yaml of the run: ``spec`` with the run's repository and base image."""
+    (folder / "model.yaml").write_text(
+        spec + f'image: {{repository: {repository}, base_image: "{base}"}}\n'
+    )
+
+
+def tag_of(folder: Path) -> str:
+    """The image tag of the model (its version)."""
+    found = re.search(r'^version: "?([^"\s]+)"?', (folder / "model.yaml").read_text(), re.M)
+    return found.group(1) if found else "latest"
+
+
+def layer_sizes(image: str, base: str) -> dict[str, dict[str, int]]:
+    """Bytes per layer group of ``image``: each layer's tar as ``docker save`` writes it
+    (``bytes``) and gzip-compressed at level 6 as a registry stores it (``gzip_bytes``).
+    Layers map to their instructions through the image config's history (``empty_layer``
+    entries have no tar); the first entries, as many as ``base``'s history has, are the
+    base."""
+    base_entries = len(saved_history(base)[0])
+    history, layers = saved_history(image)
+    groups: dict[str, dict[str, int]] = {}
+    tars = iter(layers)
+    for index, entry in enumerate(history):
+        if entry.get("empty_layer"):
+            continue
+        created_by = entry.get("created_by", "")
+        group = (
+            "base"
+            if index < base_entries
+            else next(
+                (name for name, marks in LAYER_GROUPS if any(m in created_by for m in marks)),
+                "other",
+            )
+        )
+        size, packed = next(tars)
+        totals = groups.setdefault(group, {"bytes": 0, "gzip_bytes": 0})
+        totals["bytes"] += size
+        totals["gzip_bytes"] += packed
+    return groups
+
+
+def saved_history(image: str) -> tuple[list[dict[str, Any]], list[tuple[int, int]]]:
+    """``docker save`` of ``image``: its config history, and (bytes, gzip bytes) of each
+    layer tar in order."""
+    with tempfile.TemporaryDirectory(prefix="mmaas-bench-save-") as scratch:
+        archive = Path(scratch) / "image.tar"
+        proc.run(
+            docker_engine.client().argv("save", "--output", str(archive), image), what="docker save"
+        )
+        with tarfile.open(archive) as tar:
+            manifest = json.load(_member(tar, "manifest.json"))[0]
+            config = json.load(_member(tar, manifest["Config"]))
+            layers = [
+                (tar.getmember(name).size, _gzip_size(_member(tar, name)))
+                for name in manifest["Layers"]
+            ]
+    return config.get("history", []), layers
+
+
+def _member(tar: tarfile.TarFile, name: str) -> Any:
+    stream = tar.extractfile(name)
+    if stream is None:
+        raise ValueError(f"docker save archive has no file {name}")
+    return stream
+
+
+def _gzip_size(stream: Any) -> int:
+    packer, size = zlib.compressobj(6, zlib.DEFLATED, 31), 0
+    while chunk := stream.read(1 << 20):
+        size += len(packer.compress(chunk))
+    return size + len(packer.flush())
+
+
+def remove_images(*references: str) -> None:
+    """Remove every local image whose reference matches one of ``references`` (a
+    repository or ``repository:tag``)."""
+    for reference in references:
+        found = proc.run(
+            docker_engine.client().argv(
+                "image", "ls", "--quiet", "--filter", f"reference={reference}*"
+            ),
+            check=False,
+        )
+        ids = sorted(set(found.stdout.split()))
+        if ids:
+            proc.run(docker_engine.client().argv("image", "rm", "--force", *ids), check=False)
+
+
+@contextlib.contextmanager
+def registry_for(address: str | None, scratch: Path) -> Iterator[RegistryTarget]:
+    """The given registry, or a local docker-registry with htpasswd auth on loopback whose
+    credentials go into ``MMAAS_REGISTRY_USER``/``_PASSWORD`` (stopped by PID at the end)."""
+    if address:
+        yield parse_registry(address)
+        return
+    sys.path.insert(0, str(ROOT / "tests"))
+    from registry_fixtures import LocalRegistry, free_port
+
+    registry = LocalRegistry(
+        scratch / "registry", free_port(), "bench", secrets.token_urlsafe(12)
+    ).start()
+    saved = {k: os.environ.get(k) for k in ("MMAAS_REGISTRY_USER", "MMAAS_REGISTRY_PASSWORD")}
+    os.environ.update(MMAAS_REGISTRY_USER=registry.user, MMAAS_REGISTRY_PASSWORD=registry.password)
+    try:
+        yield RegistryTarget(registry.host, "bench")
+    finally:
+        registry.stop()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def machine() -> dict[str, Any]:
+    """Where the numbers come from: CPU count, load average, Docker version."""
+    return {
+        "cpus": os.cpu_count(),
+        "load_avg": os.getloadavg(),
+        "python": platform.python_version(),
+        "docker_server": docker_engine.client().server_version,
+        "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def print_table(result: dict[str, Any]) -> None:
+    """The cases as ratios of the cold build, then the layer groups."""
+    print(f"\n{result['model']}: build times (ratio of the cold build)")
+    for name, case in result["cases"].items():
+        steps = case["buildkit_steps"]
+        print(
+            f"  {name:28s} {case['seconds']:8.1f} s  {case['ratio_of_cold']:6.1%}  engine "
+            f"cache {case['engine_cache']:12s} compiled={case['compiled']!s:5s} "
+            f"steps ran/cached {steps['ran']}/{steps['cached']}"
+        )
+    print("\nimage size per layer group (MB as Docker counts; gzip MB as a registry stores)")
+    for name, sizes in result["image_layers"].items():
+        print(f"  {name:20s} {sizes['bytes'] / 1e6:8.1f} MB  {sizes['gzip_bytes'] / 1e6:8.1f} MB")
+
+
+if __name__ == "__main__":
+    main()
