@@ -1,5 +1,6 @@
 """Runtime overhead benchmark (issue 4, point 9): in one run, on the same machine and inputs,
-measure (a) in-process ONNX Runtime on the served engine, the floor; (b) the mmaas
+measure (a) in-process ONNX Runtime on the served engine, the floor (and, for the
+c=1 overhead ratio, alternated block by block with (b) so both see the same load); (b) the mmaas
 runtime (``python -m mmaas.server``), with and without dynamic batching; (c) MLServer
 serving the same ONNX model through a small custom runtime
 (``benchmarks/mlserver_onnx_runtime.py``), the peer. Cases: ppocr-det 1x3x640x640 and
@@ -30,7 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CASES = {"ppocr-det": (1, 3, 640, 640), "ppocr-cls": (1, 3, 48, 192)}
 RUNTIME_FILE = ROOT / "benchmarks" / "mlserver_onnx_runtime.py"
 START_TIMEOUT_S = 120
+PAIR_BLOCKS = 5
 
 
 def free_port() -> int:
@@ -57,29 +59,88 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def raw_latency(model_dir: Path, shape: tuple[int, ...], duration: float) -> dict[str, Any]:
-    """The floor: the served engine, loaded by the same back end with the same thread
-    count, called in-process in a loop (concurrency 1). Latencies in ms."""
-    manifest = read_manifest(model_dir)
-    engine = get_backend(manifest.model.backend).load(model_dir, manifest, os.cpu_count() or 1)
-    info = manifest.model
-    at_shape = replace(info, inputs=tuple(replace(t, opt=shape) for t in info.inputs))
-    inputs = sample_inputs(at_shape, "opt")
-    outputs = [t.name for t in info.outputs]
-    for _ in range(3):
-        engine.infer(inputs, outputs)
-    latencies = []
-    stop_at = time.monotonic() + duration
-    while time.monotonic() < stop_at:
+@dataclass(frozen=True)
+class RawEngine:
+    """The floor: the served engine, loaded in-process by the same back end with the same
+    thread count, and its inputs at the case's shape."""
+
+    engine: Any
+    inputs: dict[str, np.ndarray]
+    outputs: list[str]
+
+    @classmethod
+    def load(cls, model_dir: Path, shape: tuple[int, ...]) -> RawEngine:
+        manifest = read_manifest(model_dir)
+        info = manifest.model
+        engine = get_backend(info.backend).load(model_dir, manifest, os.cpu_count() or 1)
+        at_shape = replace(info, inputs=tuple(replace(t, opt=shape) for t in info.inputs))
+        raw = cls(engine, sample_inputs(at_shape, "opt"), [t.name for t in info.outputs])
+        for _ in range(3):
+            raw.call()
+        return raw
+
+    def call(self) -> float:
+        """One ``infer``; its latency in ms."""
         started = time.perf_counter()
-        engine.infer(inputs, outputs)
-        latencies.append((time.perf_counter() - started) * 1000)
+        self.engine.infer(self.inputs, self.outputs)
+        return (time.perf_counter() - started) * 1000
+
+
+def summary(latencies: list[float]) -> dict[str, Any]:
     values = np.array(latencies)
     return {
         "requests": len(latencies),
         "mean_ms": float(values.mean()),
         "p50_ms": float(np.percentile(values, 50)),
         "p99_ms": float(np.percentile(values, 99)),
+    }
+
+
+def raw_latency(raw: RawEngine, duration: float) -> dict[str, Any]:
+    """In-process ``infer`` in a loop for ``duration`` seconds (concurrency 1)."""
+    stop_at = time.monotonic() + duration
+    latencies = []
+    while time.monotonic() < stop_at:
+        latencies.append(raw.call())
+    return summary(latencies)
+
+
+def paired_c1(raw: RawEngine, url: str, model: str, duration: float) -> dict[str, Any]:
+    """Raw ``infer`` and mmaas requests (concurrency 1) in alternating blocks of
+    back-to-back calls, :data:`PAIR_BLOCKS` of each over ``duration`` seconds, so that both
+    see the same drift of machine load (this machine is shared): the c=1 overhead ratio."""
+    client = triton.InferenceServerClient(url)
+    inputs = []
+    for name, array in raw.inputs.items():
+        tensor = triton.InferInput(name, list(array.shape), "FP32")
+        tensor.set_data_from_numpy(array)
+        inputs.append(tensor)
+
+    def served() -> float:
+        started = time.perf_counter()
+        client.infer(model, inputs)
+        return (time.perf_counter() - started) * 1000
+
+    raw_ms: list[float] = []
+    served_ms: list[float] = []
+    block_s = duration / PAIR_BLOCKS / 2
+    before = client.get_inference_statistics(model).model_stats[0].inference_stats
+    for _ in range(PAIR_BLOCKS):
+        for call, into in ((raw.call, raw_ms), (served, served_ms)):
+            call()  # first call after the other side ran: wake-up, not measured
+            stop_at = time.monotonic() + block_s
+            while time.monotonic() < stop_at:
+                into.append(call())
+    after = client.get_inference_statistics(model).model_stats[0].inference_stats
+    raw_s, served_s = summary(raw_ms), summary(served_ms)
+    count = after.success.count - before.success.count
+    return {
+        "raw": raw_s,
+        "mmaas": served_s,
+        "mmaas_over_raw_p50": served_s["p50_ms"] / raw_s["p50_ms"],
+        # the server's own statistics (ModelStatistics), mean ms per request
+        "server_request_mean_ms": (after.success.ns - before.success.ns) / count / 1e6,
+        "server_engine_mean_ms": (after.compute_infer.ns - before.compute_infer.ns) / count / 1e6,
     }
 
 
@@ -120,10 +181,19 @@ class Server:
 
 
 def measure_server(
-    server: Server, model: str, shape: tuple[int, ...], levels: tuple[int, ...], duration: float
+    server: Server,
+    model: str,
+    shape: tuple[int, ...],
+    levels: tuple[int, ...],
+    duration: float,
+    raw: RawEngine | None = None,
 ) -> dict[str, Any]:
+    """Wait for the server, optionally pair it with ``raw`` at c=1, then sweep ``levels``."""
+    paired = None
     try:
         ready_s = server.wait_ready(model)
+        if raw is not None:
+            paired = paired_c1(raw, f"127.0.0.1:{server.port}", model, duration)
         results = run(
             BenchRequest(
                 url=f"127.0.0.1:{server.port}",
@@ -142,6 +212,7 @@ def measure_server(
         "ready_s": round(ready_s, 3),
         "ready_after_process_start_s": float(after_start.group(1)) if after_start else None,
         "levels": {str(r.concurrency): asdict(r) for r in results},
+        **({"paired_c1": paired} if paired else {}),
     }
 
 
@@ -197,7 +268,10 @@ def _metadata(tensor: TensorInfo) -> dict[str, Any]:
 
 def ratios(case: dict[str, Any]) -> dict[str, float]:
     mmaas, peer = case["mmaas"]["levels"], case.get("mlserver", {}).get("levels", {})
-    found = {"mmaas_over_raw_p50_c1": mmaas["1"]["p50_ms"] / case["raw"]["p50_ms"]}
+    found = {
+        "mmaas_over_raw_p50_c1": case["mmaas"]["paired_c1"]["mmaas_over_raw_p50"],
+        "mmaas_over_raw_p50_c1_unpaired": mmaas["1"]["p50_ms"] / case["raw"]["p50_ms"],
+    }
     for level in ("8", "32"):
         if level in peer and level in mmaas:
             found[f"mmaas_over_mlserver_throughput_c{level}"] = (
@@ -222,9 +296,8 @@ def main() -> None:
     parser.add_argument("--models", default=",".join(CASES), help="comma list of cases")
     parser.add_argument(
         "--mlserver",
-        type=Path,
-        default=shutil.which("mlserver"),
-        help="the mlserver executable of MLServer's own venv (omit to skip)",
+        default=shutil.which("mlserver") or "",
+        help="the mlserver executable of MLServer's own venv ('' skips MLServer)",
     )
     parser.add_argument("--out", type=Path, default=None, help="JSON result file")
     args = parser.parse_args()
@@ -248,10 +321,17 @@ def main() -> None:
             manifest = read_manifest(model_dir)
             case: dict[str, Any] = {"shape": list(shape)}
             print(f"== {model} {'x'.join(map(str, shape))}", file=sys.stderr)
-            case["raw"] = raw_latency(model_dir, shape, args.duration)
+            raw = RawEngine.load(model_dir, shape)
+            case["raw"] = raw_latency(raw, args.duration)
             case["mmaas"] = measure_server(
-                mmaas_server(model_dir, work, f"{model}-mmaas"), model, shape, levels, args.duration
+                mmaas_server(model_dir, work, f"{model}-mmaas"),
+                model,
+                shape,
+                levels,
+                args.duration,
+                raw,
             )
+            del raw  # free its threads before the other servers run
             case["mmaas_batching"] = measure_server(
                 mmaas_server(model_dir, work, f"{model}-batching", MMAAS_DYNAMIC_BATCHING="true"),
                 model,
@@ -262,7 +342,7 @@ def main() -> None:
             if args.mlserver:
                 source = ROOT / "models" / model / Path(manifest.source.path).name
                 case["mlserver"] = measure_server(
-                    mlserver(args.mlserver, source, manifest.model, work),
+                    mlserver(Path(args.mlserver), source, manifest.model, work),
                     model,
                     shape,
                     levels,

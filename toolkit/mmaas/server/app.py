@@ -65,39 +65,44 @@ async def run(settings: Settings) -> None:
     for name in HEALTH_SERVICES:
         await health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
     server = _grpc_server(settings, model, health)
-    await server.start()
     metrics_http = _serve_metrics(settings, model.metrics)
-    stop = _stop_event()
+    await server.start()
     try:
-        engines = await _until_stopped(asyncio.to_thread(_bring_up, settings, manifest), stop)
-        if engines is not None:
-            model.scheduler = Scheduler(
-                engines, _max_batch(manifest), settings.batching, model.metrics
-            )
-            model.scheduler.start()
-            model.state = "ready"
-            for name in HEALTH_SERVICES:
-                await health.set(name, health_pb2.HealthCheckResponse.SERVING)
-            log.info(
-                "SERVING %s %s on %s:%d (%.2f s after process start)",
-                manifest.model.name,
-                manifest.model.version,
-                settings.host,
-                settings.grpc_port,
-                _process_age(),
-            )
-            await stop.wait()
-        log.info("draining: finishing in-flight requests (grace %.1f s)", settings.shutdown_grace_s)
-        model.state = "draining"
-        await health.enter_graceful_shutdown()
-        await server.stop(settings.shutdown_grace_s)
-        if model.scheduler is not None:
-            await model.scheduler.close()
-        log.info("stopped")
+        await _serve_until_stopped(settings, manifest, model, health, server)
     finally:
         await server.stop(0)
         if metrics_http is not None:
             metrics_http.shutdown()
+
+
+async def _serve_until_stopped(
+    settings: Settings, manifest: Manifest, model: ServedModel, health: HealthServicer, server: Any
+) -> None:
+    """Bring the model up, mark it SERVING, wait for a stop signal, then drain."""
+    stop = _stop_event()
+    engines = await _until_stopped(asyncio.to_thread(_bring_up, settings, manifest), stop)
+    if engines is not None:
+        model.scheduler = Scheduler(engines, _max_batch(manifest), settings.batching, model.metrics)
+        model.scheduler.start()
+        model.state = "ready"
+        for name in HEALTH_SERVICES:
+            await health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        log.info(
+            "SERVING %s %s on %s:%d (%.2f s after process start)",
+            manifest.model.name,
+            manifest.model.version,
+            settings.host,
+            settings.grpc_port,
+            _process_age(),
+        )
+        await stop.wait()
+    log.info("draining: finishing in-flight requests (grace %.1f s)", settings.shutdown_grace_s)
+    model.state = "draining"
+    await health.enter_graceful_shutdown()
+    await server.stop(settings.shutdown_grace_s)
+    if model.scheduler is not None:
+        await model.scheduler.close()
+    log.info("stopped")
 
 
 def _bring_up(settings: Settings, manifest: Manifest) -> list[Any]:

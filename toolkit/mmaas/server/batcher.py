@@ -95,7 +95,7 @@ class Scheduler:
                 f"{self.max_queue_size}); retry later, or add instances (MMAAS_INSTANCE_COUNT)"
             )
         loop = asyncio.get_running_loop()
-        rows = next(iter(inputs.values())).shape[0] if self.batch_axis else 1
+        rows = next(iter(inputs.values())).shape[0] if self.batch_axis and inputs else 1
         key = (tuple(outputs), *((n, a.dtype.str, a.shape[1:]) for n, a in inputs.items()))
         job = Job(
             inputs=inputs,
