@@ -13,7 +13,7 @@ import onnx
 import pytest
 
 from mmaas.engine_cache import EngineCache, verify_entry
-from mmaas.engine_key import backend_pin, engine_key, hardware_class
+from mmaas.engine_key import backend_pin, engine_key, hardware_class, image_content
 from mmaas.errors import IntegrityError
 from mmaas.pipeline import TOOLKIT_DIR
 from mmaas.plan import compile_request, engine_inputs, engine_spec
@@ -120,6 +120,25 @@ def test_files_back_end_image_and_hardware_are_in_the_key(tmp_path: Path) -> Non
     assert key_of(loaded, toolkit=toolkit) == key_of(loaded)
     (toolkit / "stage.py").write_text((toolkit / "stage.py").read_text() + "\n# changed\n")
     assert key_of(loaded, toolkit=toolkit) != key_of(loaded)
+
+
+def test_builder_image_content_ignores_labels_but_not_layers_or_env() -> None:
+    inspected = {
+        "Id": "sha256:" + "1" * 64,
+        "RootFS": {"Layers": ["sha256:" + "a" * 64]},
+        "Config": {"Env": ["PATH=/usr/bin"], "Labels": {"a": "1"}},
+        "Os": "linux",
+        "Architecture": "amd64",
+    }
+    base = image_content(inspected)
+    relabelled = {
+        **inspected,
+        "Id": "sha256:" + "2" * 64,
+        "Config": {"Env": ["PATH=/usr/bin"], "Labels": {"a": "2"}},
+    }
+    assert image_content(relabelled) == base
+    assert image_content({**inspected, "RootFS": {"Layers": ["sha256:" + "b" * 64]}}) != base
+    assert image_content({**inspected, "Config": {"Env": ["PATH=/opt/bin"]}}) != base
 
 
 def test_hardware_class_holds_cpu_flags_only_where_the_engine_depends_on_them(

@@ -9,8 +9,10 @@
   the ONNX file, its external data, the accuracy samples, the builder stage's mmaas code);
 * ``backend``: its name and pinned version (``onnxruntime==`` in
   ``templates/requirements-runtime.txt``; ``build.tensorrt.version``);
-* ``builder_image``: the image id (``docker image inspect``) of the image the builder stage
-  starts from (``image.base_image`` on CPU, ``build.tensorrt.builder_image`` on GPU);
+* ``builder_image``: the content of the image the builder stage starts from
+  (``image.base_image`` on CPU, ``build.tensorrt.builder_image`` on GPU): a digest of its
+  layers (``RootFS.Layers``), environment, platform and user (:func:`image_content`), so
+  a rebuilt base with other files changes the key while a label-only change does not;
 * ``hardware``: the class of machine the engine is tied to: CPU architecture, plus the
   vector extensions ONNX Runtime's level ``all`` layouts depend on; GPU compute
   capability for TensorRT.
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -64,12 +66,26 @@ def key_for(spec: ModelSpec, source: Path, files: Sequence[ContextFile]) -> str 
     """
     docker_engine.client()  # raises DockerError without an engine
     try:
-        image_id = str(docker_engine.inspect_image(builder_image(spec))["Id"])
+        content = image_content(docker_engine.inspect_image(builder_image(spec)))
     except DockerError:  # not pulled or made yet
         return None
     return engine_key(
-        engine_spec(spec, source), files, backend_pin(spec), image_id, hardware_class(spec)
+        engine_spec(spec, source), files, backend_pin(spec), content, hardware_class(spec)
     )
+
+
+def image_content(inspected: Mapping[str, Any]) -> str:
+    """``sha256:<hex>`` of what of an image can change an engine built on it: its layers'
+    diff ids, ``Env``, ``User``, ``Os`` and ``Architecture`` (``docker image inspect``);
+    labels and other metadata do not count."""
+    config = inspected.get("Config") or {}
+    body = {
+        "layers": (inspected.get("RootFS") or {}).get("Layers", []),
+        "env": config.get("Env") or [],
+        "user": config.get("User") or "",
+        "platform": [inspected.get("Os"), inspected.get("Architecture")],
+    }
+    return bytes_digest(json.dumps(body, sort_keys=True).encode())
 
 
 def builder_image(spec: ModelSpec) -> str:

@@ -74,17 +74,23 @@ class BuildResult:
 
 
 def plan_model(
-    model: Path, *, ca_bundle: Path | None = None, buildkit: bool | None = None
+    model: Path,
+    *,
+    ca_bundle: Path | None = None,
+    buildkit: bool | None = None,
+    engine_dir: Path | None = None,
 ) -> tuple[LoadedSpec, BuildPlan]:
-    """Load ``model`` (folder or model.yaml) and plan its image as a build with an empty
-    engine cache would (the engine compiled). ``buildkit`` None asks the Docker client;
-    ``ca_bundle`` overrides ``image.ca_bundle`` and ``MMAAS_CA_BUNDLE``.
+    """Load ``model`` (folder or model.yaml) and plan one of its builds: the compile build
+    (``engine_dir`` None) or the package build around ``engine_dir`` (rendering needs only
+    its path: ``Path("engine")`` shows the Dockerfile that makes the image). ``buildkit``
+    None asks the Docker client; ``ca_bundle`` overrides ``image.ca_bundle`` and
+    ``MMAAS_CA_BUNDLE``.
 
     Raises:
         SpecError: the spec is invalid. DockerError: ``buildkit`` is None and no engine.
     """
     loaded = load_spec(model)
-    return loaded, _plan(loaded, ca_bundle, buildkit)
+    return loaded, _plan(loaded, ca_bundle, buildkit, engine_dir=engine_dir)
 
 
 def stage_context(plan: BuildPlan, context: Path) -> Path:
