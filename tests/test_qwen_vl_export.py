@@ -9,7 +9,6 @@ module; the builder stage and the server run as real subprocesses, as in an imag
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import subprocess
 import sys
@@ -22,6 +21,8 @@ import pytest
 import torch
 import yaml
 from PIL import Image
+from scripts import export_qwen_vl as exporter
+from scripts import qwen_vl_client as client
 from transformers import Qwen2VLConfig, Qwen2VLForConditionalGeneration
 
 from mmaas.errors import SpecError
@@ -31,10 +32,6 @@ from server.conftest import launch  # the server fixtures' launcher
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
-exporter = importlib.import_module("export_qwen_vl")
-encoder_lib = importlib.import_module("qwen_vl_encoder")
-client = importlib.import_module("qwen_vl_client")
 SPEC = ROOT / "models" / "qwen-vl" / "model.yaml"
 ONNX_NAME = "qwen2_vl_vision.onnx"
 
@@ -42,7 +39,7 @@ ONNX_NAME = "qwen2_vl_vision.onnx"
 @pytest.fixture(scope="module")
 def encoder() -> torch.nn.Module:
     """The small random encoder the default export uses (seed 0)."""
-    return encoder_lib.random_model(encoder_lib.small_config(), seed=0)
+    return exporter.random_model(exporter.small_config(), seed=0)
 
 
 @pytest.fixture(scope="module")
@@ -106,7 +103,7 @@ def test_onnx_runtime_equals_pytorch_inside_the_profile(good_model_dir, encoder,
 
 
 def test_grid_thw_drives_the_positions(good_model_dir: Path, encoder) -> None:
-    pixels, grid = encoder_lib.sample_inputs(((1, 8, 12),))
+    pixels, grid = exporter.sample_inputs(((1, 8, 12),))
     with torch.no_grad():
         expected = encoder(pixels, grid).pooler_output.numpy()
     transposed = client.infer_local(
@@ -236,12 +233,12 @@ def test_checkpoint_export_loads_the_vision_tower_of_a_full_model(tmp_path: Path
     )
     full = Qwen2VLForConditionalGeneration(config).eval()
     full.save_pretrained(tmp_path / "checkpoint")
-    loaded = encoder_lib.load_checkpoint(tmp_path / "checkpoint")
-    pixels, grid = encoder_lib.sample_inputs(((1, 8, 12),))
+    loaded = exporter.load_checkpoint(tmp_path / "checkpoint")
+    pixels, grid = exporter.sample_inputs(((1, 8, 12),))
     with torch.no_grad():
         expected = full.model.visual(pixels, grid).pooler_output
         assert torch.equal(loaded(pixels, grid).pooler_output, expected)
     (tmp_path / "no-weights").mkdir()
     (tmp_path / "checkpoint" / "config.json").rename(tmp_path / "no-weights" / "config.json")
-    with pytest.raises(encoder_lib.ExportError, match=r"no 'visual\.\*' tensors"):
-        encoder_lib.load_checkpoint(tmp_path / "no-weights")
+    with pytest.raises(exporter.ExportError, match=r"no 'visual\.\*' tensors"):
+        exporter.load_checkpoint(tmp_path / "no-weights")
