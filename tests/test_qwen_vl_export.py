@@ -58,15 +58,19 @@ def broken_onnx(encoder, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def stage_build(model_dir: Path, out: Path) -> subprocess.CompletedProcess[str]:
-    """Plan and stage the image's build context as `mmaas build` does, then run the builder
-    stage's own command (`python -m mmaas.stage build`) on it, without Docker."""
+def run_stage(*args: Path | str) -> subprocess.CompletedProcess[str]:
+    """``python -m mmaas.stage ARGS`` in a subprocess, as the Dockerfile runs it."""
+    argv = [sys.executable, "-m", "mmaas.stage", *map(str, args)]
+    return subprocess.run(argv, capture_output=True, text=True, check=False)
+
+
+def compile_engine(model_dir: Path, work: Path) -> subprocess.CompletedProcess[str]:
+    """Plan and stage the build context as `mmaas build` does (``work/context``), then run
+    the builder stage's compile and profile check on it (``work/engine``), without Docker."""
     _, plan = plan_model(model_dir, buildkit=False)
-    context = out.parent / f"{out.name}-context"
-    context.mkdir()
-    stage_context(plan, context)
-    argv = [sys.executable, "-m", "mmaas.stage", "build", str(context / "build-request.json")]
-    return subprocess.run([*argv, str(out)], capture_output=True, text=True, check=False)
+    (work / "context").mkdir(parents=True)
+    stage_context(plan, work / "context")
+    return run_stage("build", work / "context" / "engine-request.json", work / "engine")
 
 
 def relative_diff(actual: np.ndarray, expected: np.ndarray) -> float:
@@ -121,9 +125,9 @@ def test_export_is_byte_stable_for_a_seed(good_model_dir: Path, encoder, tmp_pat
 
 @pytest.fixture(scope="module")
 def good_build(good_model_dir: Path, tmp_path_factory: pytest.TempPathFactory):
-    """The builder stage's result on the small export, and its model directory."""
-    out = tmp_path_factory.mktemp("build") / "model"
-    return stage_build(good_model_dir, out), out
+    """The compile step's result on the small export, and its work directory."""
+    work = tmp_path_factory.mktemp("build")
+    return compile_engine(good_model_dir, work), work
 
 
 def test_good_export_passes_the_build_profile_check(good_build) -> None:
@@ -155,11 +159,11 @@ def test_broken_trace_fails_the_build_profile_check(broken_onnx: Path, tmp_path:
     folder.mkdir()
     (folder / "model.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     (folder / ONNX_NAME).symlink_to(broken_onnx)
-    result = stage_build(folder, tmp_path / "model")
+    result = compile_engine(folder, tmp_path)
     assert result.returncode == 1
     assert "profile check failed at the opt shapes (pixel_values: 1024x1176)" in result.stderr
     assert "Attempting to broadcast an axis" in result.stderr
-    assert not (tmp_path / "model").exists()
+    assert not (tmp_path / "engine").exists()
 
 
 @pytest.mark.parametrize(
@@ -184,10 +188,14 @@ def test_client_preprocessing_gives_the_patches_of_the_image(tmp_path: Path, siz
 
 @pytest.fixture
 def served(good_build, tmp_path: Path) -> Iterator[str]:
-    """The real server (`python -m mmaas.server`) on the stage-built model directory."""
-    result, model_dir = good_build
+    """The real server (`python -m mmaas.server`) on the model directory that the image's
+    package step stamps from the compiled engine."""
+    result, work = good_build
     assert result.returncode == 0, result.stderr[-3000:]
-    server = launch(model_dir, tmp_path / "server.log")
+    request = work / "context" / "build-request.json"
+    stamped = run_stage("stamp", request, work / "engine", tmp_path / "model")
+    assert stamped.returncode == 0, stamped.stderr[-3000:]
+    server = launch(tmp_path / "model", tmp_path / "server.log")
     try:
         server.wait_serving()
         yield f"127.0.0.1:{server.port}"
