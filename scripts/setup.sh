@@ -4,7 +4,8 @@
 #      docker-registry (push/pull tests), debootstrap (base image)  -- only what is missing
 #   2. the Docker engine: started in the background when `docker info` fails
 #   3. the Python venv .venv with `pip install -e '.[dev]'` (again when pyproject.toml changes)
-#   4. the example ONNX models (scripts/fetch_models.py, sha256-checked)
+#   4. the example ONNX models (scripts/fetch_models.py, sha256-checked; the small
+#      Qwen2-VL vision encoder exported by scripts/export_qwen_vl.py)
 #   5. the local base image (scripts/make_base_image.sh) when missing or made by an older recipe
 # Environment: MMAAS_DOCKER (client, default /usr/bin/docker), MMAAS_BASE_IMAGE (default
 # mmaas/base:bookworm), MMAAS_PYTHON (interpreter for the venv, default python3),
@@ -105,6 +106,12 @@ ensure_venv() {
 ensure_models() {
   say "example models:"
   "$VENV/bin/python" "$ROOT/scripts/fetch_models.py" | sed 's/^/  /'
+  local qwen=$ROOT/models/qwen-vl/qwen2_vl_vision.onnx
+  if [[ ! -f $qwen ]]; then
+    say "exporting the small Qwen2-VL vision encoder (scripts/export_qwen_vl.py, seed 0)"
+    "$VENV/bin/python" "$ROOT/scripts/export_qwen_vl.py" --output "$qwen" >/dev/null
+  fi
+  say "  qwen-vl: ${qwen#"$ROOT"/}"
 }
 
 ensure_base_image() {

@@ -85,6 +85,7 @@ class OnnxRuntimeBackend:
         threads (0 = ONNX Runtime's default, one per core)."""
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        options.log_severity_level = 3  # errors reach the caller as exceptions, once
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         session = ort.InferenceSession(str(directory / manifest.engine.path), options,
