@@ -8,18 +8,20 @@ key, cache lookup, Docker builds, copy-out verification, labels):
 3. ``non_engine_change``: README edited and runtime settings changed;
 4. ``engine_change``: ``build.onnxruntime.graph_optimization_level`` changed (recompile);
 5. ``fresh_docker_registry_cache``: a fresh Docker state with a warm registry cache: the
-   run's images removed, an empty local engine cache, and a new base image id, so that no
-   build-cache record of this run (or anyone's) matches; the engine comes from the registry.
+   run's images removed, an empty local engine cache, and no build-cache record that
+   matches; the engine comes from the registry.
 
-Isolation on a shared Docker engine: everything is built under ``mmaas-bench/`` from a
-base image made for the run (``FROM <base>`` + a run label: no new layer, a new image id,
-so no cache record of other builds matches), and the run's images are removed at the end.
-``docker builder prune`` is NOT run: BuildKit cannot tell which cache records this run made
-(they carry no owner, and other engineers build at the same time), so a prune by filter
-could delete their cache; a new base image id gives the same fresh state without it, and
-BuildKit's garbage collection reclaims the run's records. The pip download cache (a
-BuildKit cache mount shared by all builds) stays warm: the framework layer is rebuilt in
-cases 1 and 5, but its wheels are not downloaded again.
+Isolation on a shared Docker engine: the run's images are named ``mmaas-bench/<model>``
+and removed at the end. Every build passes a CA bundle made for the run (the host's bundle
+plus a comment naming the run): it is copied in the framework stage, so that stage and
+every step after it get build-cache keys no other build has, and case 5 uses a second
+bundle, so it matches none of cases 1-4 either: a fresh Docker state. The bundle is not an
+engine input, so the engine key stays the same. ``docker builder prune`` is NOT run:
+BuildKit cannot tell which cache records this run made (they carry no owner, and other
+engineers build at the same time), so a prune by filter could delete their cache; BuildKit's
+garbage collection reclaims the run's records. The pip download cache (a BuildKit cache
+mount shared by all builds) stays warm: the framework layer is built in cases 1 and 5,
+but its wheels are not downloaded again.
 
 The registry is a local ``docker-registry`` on loopback (``tests/registry_fixtures``)
 unless ``--registry HOST:PORT/NS`` is given. Prints every case as a ratio of the cold
@@ -60,8 +62,9 @@ from mmaas.registry import RegistryTarget, parse_registry
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMESPACE = "mmaas-bench"
+SYSTEM_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 LAYER_GROUPS = (
-    ("framework", ("requirements-runtime.txt", "pip install", "ENV PATH=")),
+    ("framework", ("requirements-runtime.txt", "pip install", "ENV PATH=", "ca-bundle.pem")),
     ("engine + manifest", ("/opt/mmaas/engine", "manifest.json")),
     ("mmaas code", ("COPY lib/", "compileall")),
 )
@@ -72,7 +75,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", type=Path, default=ROOT / "models" / "ppocr-det")
     parser.add_argument("--registry", help="HOST:PORT/NS (default: a local docker-registry)")
-    parser.add_argument("--base", default="mmaas/base:bookworm", help="base image to derive from")
+    parser.add_argument("--base", default="mmaas/base:bookworm", help="base image of the model")
     parser.add_argument("--out", type=Path, default=None, help="JSON file to write")
     args = parser.parse_args()
     run = secrets.token_hex(4)
@@ -97,38 +100,37 @@ def bench(
     shutil.copytree(model, folder, ignore=shutil.ignore_patterns(".mmaas"))
     spec = (folder / "model.yaml").read_text()
     repository = f"{NAMESPACE}/{model.name}"
+    engine_spec = spec.replace(
+        "# build:", "build: {onnxruntime: {graph_optimization_level: extended}}\n# build:", 1
+    )
     cases: dict[str, Any] = {}
     try:
-        first_base = derived_base(base, run, "1")
-        write_spec(folder, spec, repository, first_base)
+        bundle = run_bundle(scratch, run, "1")
+        write_spec(folder, spec, repository, base)
         cache = CacheOptions(root=scratch / "engines-1", registry=registry)
-        cases["cold"] = timed_build(folder, cache)
-        cases["unchanged"] = timed_build(folder, cache)
+        cases["cold"] = timed_build(folder, cache, bundle)
+        cases["unchanged"] = timed_build(folder, cache, bundle)
         (folder / "README.md").write_text("An edited README: not an engine input.\n")
-        write_spec(folder, spec + "runtime: {instance_count: 2}\n", repository, first_base)
-        cases["non_engine_change"] = timed_build(folder, cache)
-        engine_spec = spec.replace(
-            "# build:", "build: {onnxruntime: {graph_optimization_level: extended}}\n# build:", 1
-        )
-        write_spec(folder, engine_spec, repository, first_base)
-        cases["engine_change"] = timed_build(folder, cache)
-        image = f"{repository}:{tag_of(folder)}"
-        sizes = layer_sizes(image, first_base)
-        remove_images(repository, first_base)
-        fresh_base = derived_base(base, run, "2")
-        write_spec(folder, engine_spec, repository, fresh_base)
+        write_spec(folder, spec + "runtime: {instance_count: 2}\n", repository, base)
+        cases["non_engine_change"] = timed_build(folder, cache, bundle)
+        write_spec(folder, engine_spec, repository, base)
+        cases["engine_change"] = timed_build(folder, cache, bundle)
+        sizes = layer_sizes(f"{repository}:{tag_of(folder)}", base)
+        remove_images(repository)
         cases["fresh_docker_registry_cache"] = timed_build(
-            folder, CacheOptions(root=scratch / "engines-2", registry=registry)
+            folder,
+            CacheOptions(root=scratch / "engines-2", registry=registry),
+            run_bundle(scratch, run, "2"),
         )
     finally:
-        remove_images(repository, f"{NAMESPACE}/base")
+        remove_images(repository)
     cold = cases["cold"]["seconds"]
     for case in cases.values():
         case["ratio_of_cold"] = round(case["seconds"] / cold, 4)
     return {
         "model": model.name,
         "run": run,
-        "started_base": base,
+        "base_image": base,
         "machine": machine(),
         "cases": cases,
         "image_layers": sizes,
@@ -136,13 +138,24 @@ def bench(
     }
 
 
-def timed_build(folder: Path, cache: CacheOptions) -> dict[str, Any]:
+def run_bundle(scratch: Path, run: str, generation: str) -> Path:
+    """This generation's CA bundle: the host's (``$MMAAS_CA_BUNDLE``, else the system
+    bundle) plus a comment naming the run, so the framework stage and every step after it
+    get build-cache keys no other build has (a fresh Docker state), while the engine key,
+    which does not count the bundle, stays the same."""
+    source = Path(os.environ.get("MMAAS_CA_BUNDLE") or SYSTEM_BUNDLE)
+    bundle = scratch / f"ca-bundle-{generation}.pem"
+    bundle.write_text(source.read_text() + f"\n# mmaas build benchmark {run}-{generation}\n")
+    return bundle
+
+
+def timed_build(folder: Path, cache: CacheOptions, bundle: Path) -> dict[str, Any]:
     """One ``mmaas build``: seconds, engine-cache outcome and BuildKit step counts."""
     notes: list[str] = []
     output = io.StringIO()
     started = time.perf_counter()
     with contextlib.redirect_stderr(output):
-        result = build_image(folder, cache=cache, say=notes.append)
+        result = build_image(folder, cache=cache, ca_bundle=bundle, say=notes.append)
     seconds = round(time.perf_counter() - started, 3)
     text = output.getvalue()
     steps = re.findall(r"^#\d+ (CACHED|DONE)", text, re.MULTILINE)
@@ -159,17 +172,6 @@ def timed_build(folder: Path, cache: CacheOptions) -> dict[str, Any]:
         "buildkit_steps": {"cached": steps.count("CACHED"), "ran": steps.count("DONE")},
         "image_id": result.image_id,
     }
-
-
-def derived_base(base: str, run: str, generation: str) -> str:
-    """``mmaas-bench/base:<run>-<generation>``: ``base`` plus a label (no new layer, a new
-    image id, so no build-cache record made from another base id matches)."""
-    tag = f"{NAMESPACE}/base:{run}-{generation}"
-    with tempfile.TemporaryDirectory(prefix="mmaas-bench-base-") as scratch:
-        dockerfile = Path(scratch) / "Dockerfile"
-        dockerfile.write_text(f'FROM {base}\nLABEL io.mmaas.bench.run="{run}-{generation}"\n')
-        docker_engine.build(Path(scratch), dockerfile, tag, echo=False)
-    return tag
 
 
 def write_spec(folder: Path, spec: str, repository: str, base: str) -> None:
@@ -246,19 +248,17 @@ def _gzip_size(stream: Any) -> int:
     return size + len(packer.flush())
 
 
-def remove_images(*references: str) -> None:
-    """Remove every local image whose reference matches one of ``references`` (a
-    repository or ``repository:tag``)."""
-    for reference in references:
-        found = proc.run(
-            docker_engine.client().argv(
-                "image", "ls", "--quiet", "--filter", f"reference={reference}*"
-            ),
-            check=False,
-        )
-        ids = sorted(set(found.stdout.split()))
-        if ids:
-            proc.run(docker_engine.client().argv("image", "rm", "--force", *ids), check=False)
+def remove_images(repository: str) -> None:
+    """Remove every local image of ``repository`` (all its tags)."""
+    found = proc.run(
+        docker_engine.client().argv(
+            "image", "ls", "--quiet", "--filter", f"reference={repository}"
+        ),
+        check=False,
+    )
+    ids = sorted(set(found.stdout.split()))
+    if ids:
+        proc.run(docker_engine.client().argv("image", "rm", "--force", *ids), check=False)
 
 
 @contextlib.contextmanager
