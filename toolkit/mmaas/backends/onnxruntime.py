@@ -11,6 +11,7 @@ which also keeps start-up short.
 
 from __future__ import annotations
 
+import os
 import platform
 import time
 from collections.abc import Mapping, Sequence
@@ -82,11 +83,15 @@ class OnnxRuntimeBackend:
 
     def load(self, directory: Path, manifest: Manifest, threads: int = 0) -> OnnxRuntimeEngine:
         """Open ``directory/<engine>`` with optimizations off and ``threads`` intra-op
-        threads (0 = ONNX Runtime's default, one per core)."""
+        threads (0 = ONNX Runtime's default, one per core). With fewer threads than cores
+        (several instances) the pool does not spin (``session.intra_op.allow_spinning``)."""
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         options.log_severity_level = 3  # errors reach the caller as exceptions, once
         options.intra_op_num_threads = threads
+        if 0 < threads < (os.cpu_count() or 1):
+            # several instances share the cores: spinning thread pools would fight
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.inter_op_num_threads = 1
         session = ort.InferenceSession(str(directory / manifest.engine.path), options,
                                        providers=PROVIDERS)

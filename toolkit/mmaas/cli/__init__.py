@@ -15,7 +15,19 @@ from pathlib import Path
 import click
 
 from mmaas import __version__
-from mmaas.cli import build, cache, ci, doctor, init, push, render, serve, validate, verify
+from mmaas.cli import (
+    bench,
+    build,
+    cache,
+    ci,
+    doctor,
+    init,
+    push,
+    render,
+    serve,
+    validate,
+    verify,
+)
 from mmaas.errors import MmaasError
 
 BUG_EXIT = 3
@@ -38,7 +50,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
     ctx.obj = {"debug": debug}
 
 
-for _verb in (init, validate, render, build, serve, verify, push, ci, cache, doctor):
+for _verb in (init, validate, render, build, serve, verify, push, bench, ci, cache, doctor):
     cli.add_command(_verb.command)
 
 
