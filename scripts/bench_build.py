@@ -56,6 +56,7 @@ from typing import Any
 
 from mmaas import docker_engine, proc
 from mmaas.engine_reuse import CacheOptions
+from mmaas.errors import ProcessError
 from mmaas.manifest import atomic_write_text
 from mmaas.pipeline import build_image
 from mmaas.registry import RegistryTarget, parse_registry
@@ -63,6 +64,7 @@ from mmaas.registry import RegistryTarget, parse_registry
 ROOT = Path(__file__).resolve().parent.parent
 NAMESPACE = "mmaas-bench"
 SYSTEM_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
+SNAPSHOT_ENV = "MMAAS_BENCH_CODE_COMMIT"  # set in the run on the code snapshot
 LAYER_GROUPS = (
     ("framework", ("requirements-runtime.txt", "pip install", "ENV PATH=", "ca-bundle.pem")),
     ("engine + manifest", ("/opt/mmaas/engine", "manifest.json")),
@@ -78,6 +80,8 @@ def main() -> None:
     parser.add_argument("--base", default="mmaas/base:bookworm", help="base image of the model")
     parser.add_argument("--out", type=Path, default=None, help="JSON file to write")
     args = parser.parse_args()
+    if not os.environ.get(SNAPSHOT_ENV):
+        sys.exit(run_on_snapshot(sys.argv[1:]))
     run = secrets.token_hex(4)
     with (
         tempfile.TemporaryDirectory(prefix="mmaas-bench-build-") as scratch,
@@ -90,6 +94,30 @@ def main() -> None:
     atomic_write_text(out, json.dumps(result, indent=2) + "\n")
     print_table(result)
     print(f"\nwrote {out}")
+
+
+def run_on_snapshot(argv: list[str]) -> int:
+    """Run this script again on a copy of ``toolkit/mmaas`` and ``templates/`` taken now
+    (first on ``PYTHONPATH``): others edit the shared working tree while the bench runs,
+    and an edited engine input (the builder stage's code, the pinned requirements) would
+    rightly change the engine key between two cases. Returns the exit code."""
+    with tempfile.TemporaryDirectory(prefix="mmaas-bench-code-") as scratch:
+        code = Path(scratch)
+        ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+        shutil.copytree(ROOT / "toolkit" / "mmaas", code / "toolkit" / "mmaas", ignore=ignore)
+        shutil.copytree(ROOT / "templates", code / "templates")
+        path = os.pathsep.join(
+            p for p in (str(code / "toolkit"), os.environ.get("PYTHONPATH")) if p
+        )
+        env = {
+            SNAPSHOT_ENV: proc.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"]).stdout.strip(),
+            "PYTHONPATH": path,
+        }
+        try:
+            proc.stream([sys.executable, str(Path(__file__).resolve()), *argv], env=env)
+        except ProcessError as exc:
+            return exc.returncode or 1
+    return 0
 
 
 def bench(
@@ -131,6 +159,7 @@ def bench(
         "model": model.name,
         "run": run,
         "base_image": base,
+        "code_commit": os.environ.get(SNAPSHOT_ENV),
         "machine": machine(),
         "cases": cases,
         "image_layers": sizes,
