@@ -47,6 +47,7 @@ def complete_spec(
     and the outputs the spec lists (all graph outputs when it lists none)."""
     completer = _Completer(spec, doc)
     completer.check_precision()
+    completer.check_batching()
     inputs = completer.tensors("input", spec.inputs, graph.inputs)
     outputs = completer.tensors("output", spec.outputs, graph.outputs)
     completed = spec.model_copy(update={"inputs": inputs, "outputs": outputs})
@@ -75,6 +76,22 @@ class _Completer:
                 f"engines; it supports: {', '.join(supported)} ({precision} needs "
                 f"backend: {' or '.join(others)})",
             )
+
+    def check_batching(self) -> None:
+        """Dynamic batching stacks requests along the batch axis: it needs
+        ``max_batch_size > 0``, and no preferred batch size may exceed it (Triton's rules)."""
+        batching, batch = self.spec.runtime.dynamic_batching, self.spec.max_batch_size
+        if batching is None:
+            return
+        if batch == 0:
+            self.report(("runtime", "dynamic_batching"),
+                        "dynamic batching needs a batch axis; set max_batch_size above 0 or "
+                        "remove runtime.dynamic_batching")
+        for index, size in enumerate(batching.preferred_batch_size):
+            if batch and size > batch:
+                self.report(("runtime", "dynamic_batching", "preferred_batch_size", index),
+                            f"preferred batch size {size} exceeds max_batch_size {batch}; "
+                            f"use a size from 1 to {batch}")
 
     def tensors(
         self, role: str, entries: Sequence[TensorSpec], declared: Sequence[GraphTensor]
