@@ -240,7 +240,8 @@ def engine_spec(spec: ModelSpec, source: Path) -> dict[str, Any]:
 def runtime_env(spec: ModelSpec) -> dict[str, str]:
     """The ``MMAAS_*`` variables that carry ``runtime`` from model.yaml into the image
     (the server reads only its environment; see ``mmaas.server.settings``). An unset
-    ``max_message_size`` is left to the server, which derives it from the manifest."""
+    ``max_message_size`` is left to the server, which derives it from the manifest;
+    ``dynamic_batching`` becomes ``MMAAS_DYNAMIC_BATCHING`` and its three settings."""
     env = {
         "MMAAS_GRPC_PORT": str(spec.runtime.grpc_port),
         "MMAAS_METRICS_PORT": str(spec.runtime.metrics_port),
@@ -248,6 +249,12 @@ def runtime_env(spec: ModelSpec) -> dict[str, str]:
     }
     if spec.runtime.max_message_size:
         env["MMAAS_MAX_MESSAGE_SIZE"] = str(spec.runtime.max_message_size)
+    batching = spec.runtime.dynamic_batching
+    if batching is not None:
+        env["MMAAS_DYNAMIC_BATCHING"] = "true"
+        env["MMAAS_PREFERRED_BATCH_SIZES"] = ",".join(map(str, batching.preferred_batch_size))
+        env["MMAAS_MAX_QUEUE_DELAY_US"] = str(batching.max_queue_delay_microseconds)
+        env["MMAAS_MAX_QUEUE_SIZE"] = str(batching.max_queue_size)
     return env
 
 
