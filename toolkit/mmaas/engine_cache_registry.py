@@ -23,10 +23,10 @@ from mmaas.registry import (
     Credentials,
     PushResult,
     RegistryTarget,
-    _login,
-    _raise_for,
-    _retried,
+    check_registry_call,
+    logged_in,
     push_image,
+    retried,
 )
 
 ENTRY_DIR = "/engine"
@@ -108,11 +108,11 @@ def pull_entry(
             w in (done.stdout + done.stderr).lower() for w in MISSING_WORDS
         ):
             return _MISSING
-        _raise_for(done, f"docker pull {reference}", target.host)
+        check_registry_call(done, f"docker pull {reference}", target.host)
         return reference
 
-    with _login(target.host, credentials, attempts, backoff_s) as config:
-        if _retried(pull, target.host, attempts, backoff_s) == _MISSING:
+    with logged_in(target.host, credentials, attempts, backoff_s) as config:
+        if retried(pull, target.host, attempts, backoff_s) == _MISSING:
             return False
     try:
         docker_engine.copy_from_image(reference, ENTRY_DIR, dest)

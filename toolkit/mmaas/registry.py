@@ -185,9 +185,9 @@ def push_image(
     tags = (version, engine_tag(engine))
     for tag in tags:
         docker_engine.run(["tag", image, f"{repository}:{tag}"], check=True)
-    with _login(target.host, credentials, attempts, backoff_s) as config:
+    with logged_in(target.host, credentials, attempts, backoff_s) as config:
         digests = {
-            _retried(
+            retried(
                 partial(_push_once, f"{repository}:{tag}", config), target.host, attempts, backoff_s
             )
             for tag in tags
@@ -200,7 +200,7 @@ def push_image(
 
 
 @contextmanager
-def _login(
+def logged_in(
     host: str, credentials: Credentials | None, attempts: int, backoff_s: float
 ) -> Iterator[Path | None]:
     """Yield a temporary Docker config directory logged in to ``host`` (deleted on exit),
@@ -217,16 +217,16 @@ def _login(
                 config=config,
                 input_bytes=credentials.password.encode(),
             )
-            _raise_for(done, f"docker login {host}", host)
+            check_registry_call(done, f"docker login {host}", host)
             return ""
 
-        _retried(login, host, attempts, backoff_s)
+        retried(login, host, attempts, backoff_s)
         yield config
 
 
 def _push_once(reference: str, config: Path | None) -> str:
     done = docker_engine.run(["push", reference], config=config)
-    _raise_for(done, f"docker push {reference}", reference.split("/")[0])
+    check_registry_call(done, f"docker push {reference}", reference.split("/")[0])
     found = _DIGEST.findall(done.stdout)
     if not found:
         raise RegistryError(f"docker push {reference} printed no digest:\n{done.stdout[-500:]}")
@@ -237,7 +237,13 @@ class _TransientError(RegistryError):
     """A registry failure worth retrying."""
 
 
-def _raise_for(done: subprocess.CompletedProcess[str], what: str, host: str) -> None:
+def check_registry_call(done: subprocess.CompletedProcess[str], what: str, host: str) -> None:
+    """Turn a failed docker login/push/pull into the right error.
+
+    Raises:
+        RegistryError: the registry refused the credentials (says which variables to set),
+            or another failure; a subclass for transient ones that :func:`retried` retries.
+    """
     if done.returncode == 0:
         return
     output = (done.stdout + done.stderr).strip()
@@ -256,8 +262,13 @@ def _raise_for(done: subprocess.CompletedProcess[str], what: str, host: str) -> 
     raise RegistryError(f"{what} failed: {last}")
 
 
-def _retried(call: Callable[[], str], host: str, attempts: int, backoff_s: float) -> str:
-    """Run ``call``; on a transient failure wait backoff_s * 2**n and try again."""
+def retried(call: Callable[[], str], host: str, attempts: int, backoff_s: float) -> str:
+    """Run ``call`` up to ``attempts`` times; after a transient failure (registry down,
+    timeout, 5xx) wait ``backoff_s * 2**n`` seconds and try again.
+
+    Raises:
+        RegistryError: the last failure, naming ``host`` and the number of attempts.
+    """
     attempt = 1
     while True:
         try:
