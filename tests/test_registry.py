@@ -235,3 +235,30 @@ def test_push_command_prints_the_digest_as_json(
     assert printed["tags"] == ["1.0.0", "blake3-" + "ab12" * 4]
     assert printed["digest"] == local_registry.manifest_digest("ci/ppocr-cls", "1.0.0")
     assert local_registry.password not in outcome.output
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_build_push_builds_then_pushes_and_prints_the_digest(
+    local_registry: LocalRegistry, ppocr_models
+) -> None:
+    """`mmaas build --push`: the real build of ppocr-cls, then the push of its image with
+    the engine-hash tag; the digest printed is the one the registry stored."""
+    from mmaas.cli import build as build_cli
+
+    env = {
+        "MMAAS_REGISTRY_USER": local_registry.user,
+        "MMAAS_REGISTRY_PASSWORD": local_registry.password,
+    }
+    outcome = CliRunner().invoke(
+        build_cli.command,
+        [str(ppocr_models["ppocr-cls"].parent), "--push", f"{local_registry.host}/ci", "--json"],
+        env=env,
+    )
+    assert outcome.exit_code == 0, outcome.output
+    printed = json.loads(outcome.stdout)
+    pushed = printed["pushed"]
+    assert pushed["repository"] == f"{local_registry.host}/ci/ppocr-cls"
+    assert pushed["tags"] == ["1.0.0", "blake3-" + printed["engine"]["blake3"][7:23]]
+    assert pushed["digest"] == local_registry.manifest_digest("ci/ppocr-cls", "1.0.0")
+    assert local_registry.password not in outcome.output

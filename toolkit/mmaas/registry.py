@@ -107,6 +107,11 @@ class PushResult:
         """The immutable pull reference ``REPOSITORY@sha256:<hex>``."""
         return f"{self.repository}@{self.digest}"
 
+    def to_json(self) -> dict[str, object]:
+        """The fields plus ``reference``, as ``--json`` outputs print them."""
+        return {"repository": self.repository, "tags": list(self.tags), "digest": self.digest,
+                "reference": self.reference, "engine": self.engine}
+
 
 def parse_registry(text: str) -> RegistryTarget:
     """Parse ``HOST[:PORT][/NAMESPACE...]``.

@@ -11,7 +11,7 @@ import click
 from mmaas.cli.options import ca_bundle_option, json_option
 from mmaas.engine_reuse import CacheOptions
 from mmaas.pipeline import build_image
-from mmaas.registry import parse_registry
+from mmaas.registry import credentials_from_env, parse_registry, push_image
 
 
 @click.command("build")
@@ -40,6 +40,14 @@ from mmaas.registry import parse_registry
     "pull a hit, push a miss (credentials: $MMAAS_REGISTRY_USER/_PASSWORD or "
     "docker login).",
 )
+@click.option(
+    "--push",
+    "push_to",
+    metavar="HOST[:PORT]/NAMESPACE",
+    default=None,
+    help="After the build, push the image as NAME:VERSION and NAME:blake3-<engine hash> "
+    "(credentials: $MMAAS_REGISTRY_USER/_PASSWORD or docker login); prints the digest.",
+)
 @json_option
 def command(
     model: Path,
@@ -48,6 +56,7 @@ def command(
     engine_cache: bool,
     engine_cache_dir: Path | None,
     engine_cache_registry: str | None,
+    push_to: str | None,
     as_json: bool,
 ) -> None:
     """Build MODEL (a folder holding model.yaml, or the model.yaml itself) into an image.
@@ -55,12 +64,18 @@ def command(
     Progress streams to stderr; the image tag and id are printed on stdout.
     """
     registry = parse_registry(engine_cache_registry) if engine_cache_registry else None
+    target = parse_registry(push_to) if push_to else None  # usage errors before building
     result = build_image(
         model,
         ca_bundle=ca_bundle,
         revision=revision,
         cache=CacheOptions(engine_cache, engine_cache_dir, registry),
     )
+    pushed = None
+    if target is not None:
+        info = result.manifest.model
+        pushed = push_image(result.image, target, info.name, info.version,
+                            credentials=credentials_from_env())
     if as_json:
         click.echo(
             json.dumps(
@@ -73,6 +88,7 @@ def command(
                     "labels": result.labels,
                     "plan_digest": result.plan_digest,
                     "seconds": result.seconds,
+                    "pushed": pushed.to_json() if pushed else None,
                 },
                 indent=2,
             )
@@ -81,3 +97,5 @@ def command(
     click.echo(f"built {result.image} ({result.image_id}) in {result.seconds:.1f} s")
     click.echo(f"engine {result.manifest.engine.path} {result.manifest.engine.blake3}")
     click.echo(f"engine cache {result.engine_cache} {result.engine_key or ''}".rstrip())
+    if pushed is not None:
+        click.echo(f"pushed {pushed.reference} (tags {', '.join(pushed.tags)})")

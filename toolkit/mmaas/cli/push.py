@@ -51,18 +51,6 @@ def command(model: Path, registry: str, image: str | None, attempts: int, as_jso
         attempts=attempts,
     )
     if as_json:
-        click.echo(
-            json.dumps(
-                {
-                    "model": spec.name,
-                    "repository": result.repository,
-                    "tags": list(result.tags),
-                    "digest": result.digest,
-                    "reference": result.reference,
-                    "engine": result.engine,
-                },
-                indent=2,
-            )
-        )
+        click.echo(json.dumps({"model": spec.name, **result.to_json()}, indent=2))
         return
     click.echo(result.reference)
