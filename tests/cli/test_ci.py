@@ -37,25 +37,37 @@ def write_event(tmp_path: Path, event: dict) -> Path:
     return path
 
 
+def write_push_event(tmp_path: Path, before: str, after: str, branch: str) -> Path:
+    """A push event of ``branch`` from ``before`` to ``after`` on a repo whose default
+    branch is main."""
+    return write_event(
+        tmp_path,
+        {
+            "before": before,
+            "after": after,
+            "ref": f"refs/heads/{branch}",
+            "repository": {"default_branch": "main"},
+        },
+    )
+
+
+def run_changed(event: Path, repo: GitRepo, outputs: Path | None = None, **kwargs):
+    """``mmaas ci changed`` on ``event`` in ``repo``, writing GitHub outputs to ``outputs``."""
+    args = ["changed", "--event", str(event), "--repo", str(repo.path)]
+    if outputs is not None:
+        args += ["--github-output", str(outputs)]
+    return run(*args, **kwargs)
+
+
 def test_changed_reads_a_push_event_and_writes_github_outputs(
     repo: GitRepo, tmp_path: Path
 ) -> None:
     before = repo.head()
     repo.model("b", backend="tensorrt", version="2")
     after = repo.commit()
-    event = write_event(
-        tmp_path,
-        {
-            "before": before,
-            "after": after,
-            "ref": "refs/heads/main",
-            "repository": {"default_branch": "main"},
-        },
-    )
+    event = write_push_event(tmp_path, before, after, "main")
     outputs = tmp_path / "github_output"
-    outcome = run(
-        "changed", "--event", str(event), "--repo", str(repo.path), "--github-output", str(outputs)
-    )
+    outcome = run_changed(event, repo, outputs)
     printed = json.loads(outcome.stdout)
     assert printed["include"] == [
         {"model": "b", "path": "models/b", "backend": "tensorrt", "runner": "gpu"}
@@ -78,7 +90,7 @@ def test_changed_on_a_pull_request_diffs_from_its_base(repo: GitRepo, tmp_path: 
         tmp_path,
         {"pull_request": {"base": {"sha": base}}, "repository": {"default_branch": "main"}},
     )
-    printed = json.loads(run("changed", "--event", str(event), "--repo", str(repo.path)).stdout)
+    printed = json.loads(run_changed(event, repo).stdout)
     assert [entry["model"] for entry in printed["include"]] == ["a"]
 
 
@@ -87,16 +99,7 @@ def test_changed_with_a_thin_act_event_warns_and_builds_everything_c22(
 ) -> None:
     event = write_event(tmp_path, {"ref": "refs/heads/main"})
     outputs = tmp_path / "github_output"
-    outcome = run(
-        "changed",
-        "--event",
-        str(event),
-        "--repo",
-        str(repo.path),
-        "--github-output",
-        str(outputs),
-        env={"GITHUB_ACTIONS": "true"},
-    )
+    outcome = run_changed(event, repo, outputs, env={"GITHUB_ACTIONS": "true"})
     assert "::warning::the event names no base commit" in outcome.stderr
     assert "count=2" in outputs.read_text().splitlines()
 
@@ -107,27 +110,9 @@ def test_changed_for_a_new_branch_event_diffs_from_the_merge_base_c19(
     repo.git("checkout", "--quiet", "-b", "feature")
     repo.write("docs/notes.md")
     after = repo.commit()
-    event = write_event(
-        tmp_path,
-        {
-            "before": ZEROS,
-            "after": after,
-            "ref": "refs/heads/feature",
-            "repository": {"default_branch": "main"},
-        },
-    )
+    event = write_push_event(tmp_path, ZEROS, after, "feature")
     outputs = tmp_path / "github_output"
-    printed = json.loads(
-        run(
-            "changed",
-            "--event",
-            str(event),
-            "--repo",
-            str(repo.path),
-            "--github-output",
-            str(outputs),
-        ).stdout
-    )
+    printed = json.loads(run_changed(event, repo, outputs).stdout)
     assert printed["include"] == [] and printed["warnings"] == []
     assert 'matrix={"include":[]}' in outputs.read_text().splitlines()
 
@@ -136,7 +121,7 @@ def test_changed_for_a_branch_deletion_builds_nothing(repo: GitRepo, tmp_path: P
     event = write_event(
         tmp_path, {"before": repo.head(), "after": ZEROS, "deleted": True, "ref": "refs/heads/gone"}
     )
-    printed = json.loads(run("changed", "--event", str(event), "--repo", str(repo.path)).stdout)
+    printed = json.loads(run_changed(event, repo).stdout)
     assert printed["include"] == [] and "deletes refs/heads/gone" in printed["reason"]
 
 
@@ -154,33 +139,18 @@ def test_summary_writes_one_table_row(tmp_path: Path) -> None:
     )
     push = tmp_path / "push.json"
     push.write_text(json.dumps({"reference": "127.0.0.1:5000/x/a@sha256:" + "3" * 64}))
-    table = run(
-        "summary",
-        "--model",
-        "a",
-        "--backend",
-        "onnxruntime",
-        "--build",
-        str(build),
-        "--push",
-        str(push),
-    ).stdout.splitlines()
+
+    def summary(push_json: Path) -> str:
+        args = ("--model", "a", "--backend", "onnxruntime", "--build", str(build))
+        return run("summary", *args, "--push", str(push_json)).stdout
+
+    table = summary(push).splitlines()
     assert table[0] == "| model | backend | engine hash | image digest | build time |"
     assert table[2] == (
         f"| a | onnxruntime | `blake3:{'2' * 64}` | "
         f"`127.0.0.1:5000/x/a@sha256:{'3' * 64}` | 12.3 s |"
     )
-    unpushed = run(
-        "summary",
-        "--model",
-        "a",
-        "--backend",
-        "onnxruntime",
-        "--build",
-        str(build),
-        "--push",
-        str(tmp_path / "absent.json"),
-    ).stdout
+    unpushed = summary(tmp_path / "absent.json")
     assert "not pushed (local `mmaas/a:1`" in unpushed
 
 
