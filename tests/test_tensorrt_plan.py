@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 import shutil
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -31,17 +30,24 @@ def tensorrt_spec(extra: str = ""):
     return parse_spec(text, DET)
 
 
-def rendered(ppocr_models: dict[str, Path], *, buildkit: bool = True, ca: bool = False) -> str:
-    loaded = tensorrt_spec()
+def rendered(
+    ppocr_models: dict[str, Path],
+    *,
+    buildkit: bool = True,
+    ca: bool = False,
+    phase: str = "package",
+    extra: str = "",
+) -> str:
+    loaded = tensorrt_spec(extra)
     plan = make_plan(
         loaded.spec,
         loaded.source_path,
         toolkit_dir=TOOLKIT_DIR,
         buildkit=buildkit,
         ca_bundle=DET if ca else None,
+        engine_dir=Path("engine") if phase == "package" else None,
     )
-    values = {**plan.values, **tensorrt_plan_values(loaded.spec)}
-    return render_dockerfile(replace(plan, values=values))
+    return render_dockerfile(plan)
 
 
 def instructions(text: str) -> list[str]:
@@ -52,19 +58,25 @@ def test_stages_and_layer_order(ppocr_models: dict[str, Path]) -> None:
     text = rendered(ppocr_models)
     assert [line for line in instructions(text) if line.startswith("FROM ")] == [
         "FROM nvcr.io/nvidia/tensorrt:25.08-py3 AS builder",
-        "FROM scratch AS engine",
         "FROM nvcr.io/nvidia/cuda:13.0.0-runtime-ubuntu24.04 AS framework",
         "FROM framework AS runtime",
     ]
+    builder = text[: text.index("AS framework")]
+    assert "COPY model/" not in builder and "ENTRYPOINT" not in builder  # no compile here
+    assert builder.index("COPY engine/ /opt/mmaas/engine/") < builder.index(
+        "RUN python -m mmaas.stage stamp /opt/mmaas/build/build-request.json"
+    )
     runtime = text[text.index("AS runtime") :]
     framework = text[text.index("AS framework") : text.index("AS runtime")]
     assert "tensorrt-pin.txt" in framework and "preflight --tensorrt 10.13" in framework
     order = [
         runtime.index(s)
         for s in (
-            "COPY --from=engine / /opt/mmaas/model",
+            "COPY --from=builder /opt/mmaas/engine/ /opt/mmaas/model/",
             "COPY lib/",
+            "COPY --from=builder /opt/mmaas/model/manifest.json",
             "mmaas.stage verify /opt/mmaas/model",
+            "LABEL",
             "USER 10001",
         )
     ]
@@ -72,14 +84,69 @@ def test_stages_and_layer_order(ppocr_models: dict[str, Path]) -> None:
     assert instructions(text)[-2:] == ["USER 10001", 'ENTRYPOINT ["python", "-m", "mmaas.server"]']
 
 
-def test_builder_checks_gpu_before_trtexec_and_release_at_build(ppocr_models) -> None:
-    text = rendered(ppocr_models)
-    builder = text[: text.index("AS engine")]
-    entry = next(line for line in builder.splitlines() if line.startswith("ENTRYPOINT"))
-    assert entry.index("preflight --tensorrt 10.13 --gpu &&") < entry.index("mmaas.stage build")
-    assert "RUN python -m mmaas.backends.tensorrt_stage preflight --tensorrt 10.13 \\" in builder
-    assert "MMAAS_TIMING_CACHE_DIR=/opt/mmaas/timing-cache" in builder
-    assert "--mount=type=cache,target=/root/.cache/pip" in builder
+def test_compile_build_is_the_builder_stage_and_checks_gpu_before_trtexec(ppocr_models) -> None:
+    compile_text = rendered(ppocr_models, phase="compile")
+    package_text = rendered(ppocr_models)
+    assert [line for line in instructions(compile_text) if line.startswith("FROM ")] == [
+        "FROM nvcr.io/nvidia/tensorrt:25.08-py3 AS builder"
+    ]
+    entry = instructions(compile_text)[-1]
+    assert entry.startswith("ENTRYPOINT ")
+    assert entry.index("preflight --tensorrt 10.13 --gpu &&") < entry.index(
+        "python -m mmaas.stage build /opt/mmaas/build/engine-request.json /opt/mmaas/out/engine"
+    )
+    assert "RUN python -m mmaas.backends.tensorrt_stage preflight --tensorrt 10.13 \\" in (
+        compile_text
+    )
+    assert "MMAAS_TIMING_CACHE_DIR=/opt/mmaas/timing-cache" in compile_text
+    assert "--mount=type=cache,target=/root/.cache/pip" in compile_text
+    assert "LABEL" not in compile_text  # runtime settings and labels never touch the compile
+
+    def shared(text: str) -> list[str]:  # the builder layers both builds reuse
+        body = instructions(text)
+        return body[: body.index("COPY stage-lib/ /opt/mmaas/stage-lib/") + 2]
+
+    assert shared(compile_text) == shared(package_text)
+
+
+def test_plan_stages_tensorrt_modules_requirements_and_calibration_cache(
+    ppocr_models, tmp_path: Path
+) -> None:
+    calibration = tmp_path / "calib.cache"
+    calibration.write_bytes(b"TRT-8601-EntropyCalibration2\n")
+    loaded = tensorrt_spec()
+    spec = loaded.spec.model_copy(
+        update={
+            "build": loaded.spec.build.model_copy(
+                update={
+                    "tensorrt": loaded.spec.build.tensorrt.model_copy(
+                        update={"calibration_cache": "calib.cache"}
+                    )
+                }
+            )
+        }
+    )
+    compile_plan = make_plan(
+        spec, loaded.source_path, toolkit_dir=TOOLKIT_DIR, buildkit=True, model_dir=tmp_path
+    )
+    targets = {f.target: f.source for f in compile_plan.files}
+    assert targets["model/calib.cache"] == calibration
+    assert targets["requirements-tensorrt.txt"].name == "requirements-tensorrt.txt"
+    for module in TENSORRT_STAGE_MODULES:
+        assert targets[f"stage-lib/mmaas/{module}"] == TOOLKIT_DIR / module
+    assert compile_plan.values["tensorrt_version"] == "10.13"
+    assert set(compile_plan.generated) == {"build-request.json", "engine-request.json"}
+    package = make_plan(
+        spec,
+        loaded.source_path,
+        toolkit_dir=TOOLKIT_DIR,
+        buildkit=True,
+        model_dir=tmp_path,
+        engine_dir=tmp_path / "engine",
+    )
+    staged = {f.target for f in package.files}
+    assert "model/calib.cache" not in staged and "engine" in staged
+    assert "requirements-tensorrt.txt" in staged and "stage-lib/mmaas/trtexec_args.py" in staged
 
 
 def test_no_secrets_and_labels(ppocr_models: dict[str, Path]) -> None:
@@ -89,10 +156,13 @@ def test_no_secrets_and_labels(ppocr_models: dict[str, Path]) -> None:
     assert text.count("COPY ca-bundle.pem /opt/mmaas/ca-bundle.pem") == 2
 
 
+@pytest.mark.parametrize("phase", ["compile", "package"])
 @pytest.mark.parametrize("buildkit", [True, False], ids=["buildkit", "legacy"])
-def test_rendered_dockerfile_passes_hadolint(ppocr_models, tmp_path: Path, buildkit: bool) -> None:
+def test_rendered_dockerfile_passes_hadolint(
+    ppocr_models, tmp_path: Path, buildkit: bool, phase: str
+) -> None:
     dockerfile = tmp_path / "Dockerfile"
-    dockerfile.write_text(rendered(ppocr_models, buildkit=buildkit))
+    dockerfile.write_text(rendered(ppocr_models, buildkit=buildkit, phase=phase))
     if not buildkit:
         assert "--mount=type=cache" not in dockerfile.read_text()
     result = proc.run([HADOLINT, "--no-color", str(dockerfile)], check=False, what="hadolint")

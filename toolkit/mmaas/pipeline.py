@@ -42,6 +42,7 @@ from mmaas.plan import (
 from mmaas.render import render_dockerfile
 from mmaas.spec_load import LoadedSpec, load_spec
 from mmaas.stage import build_model_dir
+from mmaas.tensorrt_build import BUILDER_TARGET, compile_on_gpu, require_gpu, tensorrt_labels
 
 TOOLKIT_DIR = Path(mmaas.__file__).resolve().parent
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc")
@@ -129,6 +130,8 @@ def build_image(
     started = time.perf_counter()
     cache = cache or CacheOptions()
     loaded = load_spec(model)
+    if loaded.spec.backend == "tensorrt":
+        require_gpu()  # C11: before any Docker work
     key = _engine_key(loaded, cache, say)
     with tempfile.TemporaryDirectory(prefix="mmaas-build-") as scratch:
         work = Path(scratch)
@@ -140,6 +143,8 @@ def build_image(
         built = _build(plan, work / "package", plan.image)
         manifest = verify_model_dir(docker_engine.copy_from_image(built, MODEL_DIR, work / "model"))
     labels = engine_labels(manifest, plan.digest, revision)
+    if loaded.spec.backend == "tensorrt":
+        labels.update(tensorrt_labels(manifest))
     image_id = docker_engine.add_labels(plan.image, labels)
     check_labels(plan.image, manifest)
     return BuildResult(
@@ -158,14 +163,27 @@ def compile_engine(
     loaded: LoadedSpec, key: str | None, work: Path, ca_bundle: Path | None = None
 ) -> Path:
     """Run the compile build of ``loaded`` and return its verified engine directory,
-    copied out to ``work/engine`` (the builder image's tag is removed afterwards).
+    copied out to ``work/engine`` (the builder image's tag is removed afterwards). For
+    TensorRT the compile build is ``--target builder`` and the compile runs in a
+    ``docker run --gpus all`` of it (:func:`mmaas.tensorrt_build.compile_on_gpu`), which
+    writes ``work/out/engine``.
 
     Raises:
         DockerError: the build failed (a failed gate or profile check names itself in the
-            build output). IntegrityError: the engine directory does not verify.
+            build output). BuildError: the GPU compile container failed. IntegrityError:
+            the engine directory does not verify.
     """
     plan = _plan(loaded, ca_bundle, None, engine_key=key)
     tag = f"{loaded.spec.image_repository}:engine-{secrets.token_hex(6)}"
+    if loaded.spec.backend == "tensorrt":
+        engine_dir = compile_on_gpu(
+            lambda: _build(plan, work / "compile", tag, BUILDER_TARGET),
+            docker_engine.client().argv(),
+            tag,
+            work / "out",
+        )
+        verify_model_dir(engine_dir)
+        return engine_dir
     image = _build(plan, work / "compile", tag)
     try:
         engine_dir = docker_engine.copy_from_image(tag, ENGINE_DIR, work / "engine")
@@ -263,9 +281,9 @@ def _ca_bundle(loaded: LoadedSpec) -> Path | None:
     return None if not configured else (loaded.model_dir / configured).resolve()
 
 
-def _build(plan: BuildPlan, context: Path, tag: str) -> str:
+def _build(plan: BuildPlan, context: Path, tag: str, target: str | None = None) -> str:
     context.mkdir()
-    return docker_engine.build(context, stage_context(plan, context), tag)
+    return docker_engine.build(context, stage_context(plan, context), tag, target=target)
 
 
 def _plan(

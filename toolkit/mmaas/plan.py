@@ -24,6 +24,7 @@ from mmaas.backends import CompileRequest
 from mmaas.hashing import bytes_digest
 from mmaas.manifest import ModelInfo, TensorInfo
 from mmaas.spec import InputSpec, ModelSpec, OutputSpec
+from mmaas.tensorrt_plan import REQUIREMENTS, TENSORRT_STAGE_MODULES, tensorrt_plan_values
 
 TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "templates"
 MODEL_DIR = "/opt/mmaas/model"
@@ -138,7 +139,7 @@ def make_plan(
     }
     staged = (
         (
-            *[f for f in inputs if f.target.startswith("stage-lib/")],
+            *[f for f in inputs if f.target.startswith("stage-lib/") or f.target == REQUIREMENTS],
             ContextFile(engine_dir, ENGINE_CONTEXT),
         )
         if engine_dir is not None
@@ -172,6 +173,7 @@ def make_plan(
         "env": runtime_env(spec),
         "ports": [spec.runtime.grpc_port, spec.runtime.metrics_port],
         "labels": labels,
+        **(tensorrt_plan_values(spec) if spec.backend == "tensorrt" else {}),
     }
     generated = {"build-request.json": _json(build_request)}
     if engine_dir is None:
@@ -197,18 +199,27 @@ def engine_inputs(
 ) -> tuple[ContextFile, ...]:
     """The files the engine compile reads, as staged: the ONNX file and its external data
     (``model/``), the accuracy gate's samples (``model/<path in the model folder>``) and
-    the builder stage's mmaas modules (``stage-lib/mmaas/``). Their bytes are part of the
-    engine-cache key."""
+    the builder stage's mmaas modules (``stage-lib/mmaas/``); for TensorRT also the INT8
+    calibration cache (``model/<build.tensorrt.calibration_cache>``, where the back end
+    looks for it: beside the ONNX file), the TensorRT stage modules and
+    ``requirements-tensorrt.txt``. Their bytes are part of the engine-cache key."""
     folder = model_dir or source.parent
     samples = spec.checks.accuracy.samples if spec.checks.accuracy else []
+    modules = (*STAGE_MODULES, f"backends/{spec.backend}.py")
+    extra: tuple[ContextFile, ...] = ()
+    if spec.backend == "tensorrt":
+        modules = (*STAGE_MODULES, *TENSORRT_STAGE_MODULES)
+        calibration = spec.build.tensorrt.calibration_cache
+        extra = (
+            ContextFile(TEMPLATES_DIR / REQUIREMENTS, REQUIREMENTS),
+            *([ContextFile(folder / calibration, f"model/{calibration}")] if calibration else []),
+        )
     return (
         ContextFile(source, f"model/{source.name}"),
         *(ContextFile(source.parent / name, f"model/{name}") for name in external_data),
         *(ContextFile(folder / name, f"model/{name}") for name in samples),
-        *(
-            ContextFile(toolkit_dir / name, f"stage-lib/mmaas/{name}")
-            for name in (*STAGE_MODULES, f"backends/{spec.backend}.py")
-        ),
+        *extra,
+        *(ContextFile(toolkit_dir / name, f"stage-lib/mmaas/{name}") for name in modules),
     )
 
 

@@ -49,6 +49,7 @@ TENSORRT_STAGE_MODULES = (
     "backends/tensorrt_compat.py",
     "backends/tensorrt_engine.py",
     "backends/tensorrt_stage.py",
+    "backends/tensorrt_latency.py",
 )
 
 

@@ -119,6 +119,29 @@ class TensorRTBackend:
             "problem": report.problem,
         }
 
+    def measure_latency(
+        self,
+        directory: Path,
+        manifest: Manifest,
+        shapes: Mapping[str, tuple[int, ...]],
+        runs: int,
+        warmup: int,
+    ) -> dict[str, Any]:
+        """The latency gate's timer: ``trtexec --loadEngine`` of ``directory``'s engine,
+        ``runs`` timed inferences at ``shapes`` (argv:
+        :func:`mmaas.backends.tensorrt_latency.latency_argv`). Returns ``{"p50_ms",
+        "p90_ms", "p99_ms", "mean_ms", "max_ms", "timer"}`` in ms.
+
+        Raises:
+            BuildError: trtexec failed, printed no latency summary, or is older than 8.6.
+        """
+        from mmaas.backends.tensorrt_latency import latency_argv, latency_figures
+
+        version = manifest.backend.get("version") or tensorrt_version() or ""
+        engine = directory / manifest.engine.path
+        argv = latency_argv(_trtexec(), engine, manifest.model, version, shapes, runs, warmup)
+        return latency_figures(_run(argv, directory / EXPORTS_DIR, "trtexec-latency.log"), runs)
+
     def check_compatible(self, manifest: Manifest) -> None:
         """Refuse to serve an engine this host cannot run, before readiness.
 
@@ -222,14 +245,16 @@ def _trtexec() -> str:
     )
 
 
-def _run(argv: list[str], exports: Path) -> TrtexecLog:
+def _run(argv: list[str], exports: Path, log_name: str = "trtexec.log") -> TrtexecLog:
     """Run trtexec, echoing its output (stderr merged, so [E] lines stay in order) to the
-    build log; a failed run is parsed from the output's tail that ProcessError keeps."""
+    build log and ``exports/log_name``; a failed run is parsed from the output's tail that
+    ProcessError keeps."""
     try:
         text, code = proc.stream(argv, what="trtexec"), 0
     except ProcessError as exc:
         text, code = exc.output_tail, exc.returncode
-    (exports / "trtexec.log").write_text(text)
+    exports.mkdir(parents=True, exist_ok=True)
+    (exports / log_name).write_text(text)
     return parse_trtexec_log(text, code)
 
 

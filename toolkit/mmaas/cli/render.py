@@ -1,32 +1,119 @@
-"""``mmaas render MODEL``: print the Dockerfile and the exact build command, build nothing."""
+"""``mmaas render MODEL``: print the Dockerfile(s) and the exact build commands, build nothing.
+
+ONNX Runtime: the compile build's Dockerfile on stdout, its ``docker build`` command and the
+package build's on stderr. TensorRT: the compile and package Dockerfiles on stdout, and on
+stderr the GPU route's command sequence (:func:`mmaas.tensorrt_build.gpu_build_commands`):
+build ``--target builder``, compile in ``docker run --gpus all``, copy the engine directory
+into the package context, build the package. ``--context DIR`` stages the build contexts
+(``DIR/compile``, ``DIR/package``) so that the printed commands run as they are on a host
+with Docker (and, for TensorRT, a GPU and the NVIDIA Container Toolkit).
+"""
 
 from __future__ import annotations
 
+import os
 import shlex
+import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import click
 
 from mmaas import docker_engine
 from mmaas.cli.options import ca_bundle_option
-from mmaas.pipeline import plan_model
+from mmaas.pipeline import plan_model, stage_context
+from mmaas.plan import ENGINE_CONTEXT, BuildPlan
 from mmaas.render import render_dockerfile
+from mmaas.tensorrt_build import gpu_build_commands
+from mmaas.timing_cache import TimingCacheStore
 
 
 @click.command("render")
 @click.argument("model", type=click.Path(path_type=Path))
-@click.option("--buildkit/--no-buildkit", default=None,
-              help="Render for BuildKit (cache mounts) or the legacy builder "
-                   "(default: ask Docker).")
+@click.option(
+    "--buildkit/--no-buildkit",
+    default=None,
+    help="Render for BuildKit (cache mounts) or the legacy builder (default: ask Docker).",
+)
+@click.option(
+    "--context",
+    "context_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Stage the build contexts in DIR/compile and DIR/package "
+    "(DIR must not exist) so the printed commands run as is.",
+)
 @ca_bundle_option
-def command(model: Path, buildkit: bool | None, ca_bundle: Path | None) -> None:
-    """Print MODEL's Dockerfile (stdout) and its docker build command (stderr)."""
-    _, plan = plan_model(model, ca_bundle=ca_bundle, buildkit=buildkit)
-    click.echo(render_dockerfile(plan), nl=False)
-    docker = docker_engine.client().binary if buildkit is None else "docker"
-    binary = f"DOCKER_BUILDKIT={1 if plan.values['buildkit'] else 0} {docker}"
-    args = docker_engine.build_args(Path("CONTEXT/Dockerfile"), plan.image, {}, None,
-                                    plan.values["buildkit"])
-    click.echo(f"# build: {binary} build {shlex.join(args)} CONTEXT", err=True)
-    click.echo("# CONTEXT holds: " + ", ".join(sorted(
-        {f.target.split('/')[0] for f in plan.files} | set(plan.generated))), err=True)
+def command(
+    model: Path, buildkit: bool | None, context_dir: Path | None, ca_bundle: Path | None
+) -> None:
+    """Print MODEL's Dockerfile(s) (stdout) and its build commands (stderr)."""
+    loaded, compile_plan = plan_model(model, ca_bundle=ca_bundle, buildkit=buildkit)
+    _, package_plan = plan_model(
+        model, ca_bundle=ca_bundle, buildkit=buildkit, engine_dir=Path(ENGINE_CONTEXT)
+    )
+    root = context_dir.resolve() if context_dir else Path("CONTEXT")
+    contexts = (root / "compile", root / "package")
+    if context_dir:
+        _stage(compile_plan, contexts[0])
+        _stage(package_plan, contexts[1])
+    use_buildkit = bool(compile_plan.values["buildkit"])
+    docker = [_docker_binary(buildkit)]
+    env = f"DOCKER_BUILDKIT={int(use_buildkit)} "
+
+    def build_args(dockerfile: Path, tag: str, target: str | None) -> list[str]:
+        return docker_engine.build_args(dockerfile, tag, {}, target, use_buildkit)
+
+    if loaded.spec.backend != "tensorrt":
+        click.echo(render_dockerfile(compile_plan), nl=False)
+        compile_tag = f"{loaded.spec.image_repository}:engine"
+        for label, context, tag in (
+            ("build", contexts[0], compile_tag),
+            ("package build", contexts[1], package_plan.image),
+        ):
+            argv = [*docker, "build", *build_args(context / "Dockerfile", tag, None), str(context)]
+            click.echo(f"# {label}: {env}{shlex.join(argv)}", err=True)
+        click.echo(
+            f"# package build context: copy {compile_tag}'s engine directory "
+            f"({compile_plan.values['engine_dir']}) to {contexts[1] / ENGINE_CONTEXT}",
+            err=True,
+        )
+    else:
+        for plan, context in ((compile_plan, contexts[0]), (package_plan, contexts[1])):
+            click.echo(f"# ==> {context / 'Dockerfile'} ({plan.values['phase']} build) <==")
+            click.echo(render_dockerfile(plan), nl=False)
+        tags = (
+            f"{loaded.spec.image_repository}:{loaded.spec.image_tag}-builder",
+            package_plan.image,
+        )
+        steps = gpu_build_commands(
+            docker, build_args, contexts, tags, root / "out", TimingCacheStore().root
+        )
+        for number, argv in enumerate(steps, 1):
+            prefix = env if argv[1:2] == ["build"] else ""
+            click.echo(f"# run {number}/{len(steps)}: {prefix}{shlex.join(argv)}", err=True)
+    if not context_dir:
+        for plan, context in ((compile_plan, contexts[0]), (package_plan, contexts[1])):
+            click.echo(
+                f"# {context} holds: "
+                + ", ".join(
+                    sorted({f.target.split("/")[0] for f in plan.files} | set(plan.generated))
+                ),
+                err=True,
+            )
+
+
+def _docker_binary(buildkit: bool | None) -> str:
+    """The client ``mmaas build`` would use; without asking Docker (``--buildkit`` or
+    ``--no-buildkit`` given): ``$MMAAS_DOCKER``, else ``docker`` on PATH."""
+    if buildkit is None:
+        return docker_engine.client().binary
+    return os.environ.get("MMAAS_DOCKER") or shutil.which("docker") or "docker"
+
+
+def _stage(plan: BuildPlan, context: Path) -> None:
+    """Stage ``plan``'s context in the new directory ``context``, without the engine
+    directory (the compile writes it; the printed commands copy it in)."""
+    context.mkdir(parents=True)
+    files = tuple(f for f in plan.files if f.target != ENGINE_CONTEXT)
+    stage_context(replace(plan, files=files), context)
