@@ -14,11 +14,11 @@ import pytest
 
 from mmaas.errors import SourceError
 from mmaas.hashing import file_digests
-from mmaas.proc import run
 from mmaas.sources import fetch_url, resolve_source
 from mmaas.spec import SourceSpec
 from mmaas.spec_load import load_spec
 from onnx_builder import IMAGE_MODEL, make_onnx
+from tls import self_signed
 
 ZEROS = "0" * 64
 
@@ -33,26 +33,7 @@ class Server:
 @pytest.fixture
 def https_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Server]:
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            str(key),
-            "-out",
-            str(cert),
-            "-days",
-            "1",
-            "-subj",
-            "/CN=localhost",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1,DNS:localhost",
-        ]
-    )
+    self_signed(cert, key, "/CN=localhost", "subjectAltName=IP:127.0.0.1,DNS:localhost")
     root = tmp_path / "www"
     root.mkdir()
     requests: list[str] = []

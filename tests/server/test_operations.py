@@ -14,7 +14,7 @@ import pytest
 import tritonclient.grpc as triton
 from tritonclient.utils import InferenceServerException
 
-from mmaas.proc import run
+from tls import make_certificates
 
 from .conftest import ClientTls, RunningServer
 from .test_batching import infer
@@ -93,76 +93,6 @@ def test_json_logs_carry_the_request_id(start_server: StartServer, two_outputs_d
     lines = [json.loads(line) for line in server.stderr().splitlines()]
     served = [line for line in lines if line.get("request_id") == "req-42"]
     assert served and served[0]["status"] == "OK" and served[0]["duration_ms"] > 0
-
-
-def make_certificates(directory: Path) -> dict[str, Path]:
-    """A CA, a server certificate for 127.0.0.1 and a client certificate, signed by it."""
-    paths = {
-        name: directory / f"{name}.pem"
-        for name in ("ca", "ca-key", "server", "server-key", "client", "client-key")
-    }
-    run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=mmaas test CA",
-            "-keyout",
-            str(paths["ca-key"]),
-            "-out",
-            str(paths["ca"]),
-        ]
-    )
-    for name, extension in (
-        ("server", "subjectAltName=IP:127.0.0.1"),
-        ("client", "extendedKeyUsage=clientAuth"),
-    ):
-        request = directory / f"{name}.csr"
-        extfile = directory / f"{name}.ext"
-        extfile.write_text(extension + "\n")
-        run(
-            [
-                "openssl",
-                "req",
-                "-new",
-                "-newkey",
-                "rsa:2048",
-                "-nodes",
-                "-subj",
-                f"/CN=mmaas test {name}",
-                "-keyout",
-                str(paths[f"{name}-key"]),
-                "-out",
-                str(request),
-            ]
-        )
-        run(
-            [
-                "openssl",
-                "x509",
-                "-req",
-                "-in",
-                str(request),
-                "-CA",
-                str(paths["ca"]),
-                "-CAkey",
-                str(paths["ca-key"]),
-                "-CAcreateserial",
-                "-days",
-                "1",
-                "-extfile",
-                str(extfile),
-                "-out",
-                str(paths[name]),
-            ]
-        )
-    return paths
 
 
 def test_tls_and_mutual_tls(
