@@ -133,7 +133,7 @@ class TensorRTBackend:
         "p90_ms", "p99_ms", "mean_ms", "max_ms", "timer"}`` in ms.
 
         Raises:
-            BuildError: trtexec failed, printed no latency summary, or is older than 8.6.
+            BuildError: trtexec failed, printed no latency summary, or is older than 8.5.
         """
         from mmaas.backends.tensorrt_latency import latency_argv, latency_figures
 
