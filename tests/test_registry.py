@@ -17,6 +17,7 @@ from mmaas.cli import push as push_cli
 from mmaas.errors import RegistryError, UsageError
 from mmaas.registry import (
     Credentials,
+    PushResult,
     RegistryTarget,
     credentials_from_env,
     engine_tag,
@@ -33,6 +34,24 @@ def docker_config_file() -> Path:
 def config_snapshot() -> bytes | None:
     path = docker_config_file()
     return path.read_bytes() if path.exists() else None
+
+
+def login(registry: LocalRegistry) -> Credentials:
+    """The credentials ``registry`` accepts."""
+    return Credentials(registry.user, registry.password)
+
+
+def login_env(registry: LocalRegistry) -> dict[str, str]:
+    """The environment that hands ``registry``'s credentials to the CLI."""
+    return {"MMAAS_REGISTRY_USER": registry.user, "MMAAS_REGISTRY_PASSWORD": registry.password}
+
+
+def push_tiny(
+    image: str, registry: LocalRegistry, namespace: str = "mmaas", version: str = "1.0.0", **options
+) -> PushResult:
+    """:func:`push_image` of ``image`` as ``<registry>/<namespace>/tiny:<version>``;
+    ``options`` (credentials, attempts, backoff_s) are passed on."""
+    return push_image(image, RegistryTarget(registry.host, namespace), "tiny", version, **options)
 
 
 def test_parse_registry_and_engine_tag() -> None:
@@ -67,9 +86,7 @@ def test_push_pull_back_and_digests_agree(
 
     monkeypatch.setattr(proc, "run", recording_run)
     before = config_snapshot()
-    target = RegistryTarget(local_registry.host, "mmaas")
-    creds = Credentials(local_registry.user, local_registry.password)
-    result = push_image(tiny_image, target, "tiny", "1.0.0", credentials=creds)
+    result = push_tiny(tiny_image, local_registry, credentials=login(local_registry))
 
     assert result.tags == ("1.0.0", "blake3-" + "ab12" * 4)
     assert result.engine == ENGINE_LABEL_VALUE
@@ -120,18 +137,10 @@ def test_push_pull_back_and_digests_agree(
 def test_a_wrong_password_fails_at_once_without_retries(
     local_registry: LocalRegistry, tiny_image: str
 ) -> None:
-    target = RegistryTarget(local_registry.host, "mmaas")
+    wrong = Credentials(local_registry.user, "wrong")
     started = time.monotonic()
     with pytest.raises(RegistryError, match="refused the credentials") as caught:
-        push_image(
-            tiny_image,
-            target,
-            "tiny",
-            "1.0.0",
-            credentials=Credentials(local_registry.user, "wrong"),
-            attempts=3,
-            backoff_s=5.0,
-        )
+        push_tiny(tiny_image, local_registry, credentials=wrong, attempts=3, backoff_s=5.0)
     assert time.monotonic() - started < 5.0  # no backoff wait: auth errors are final
     assert caught.value.exit_code == 1
     assert "wrong" not in str(caught.value)
@@ -142,24 +151,9 @@ def test_a_stopped_registry_is_reported_after_the_retries(make_registry, tiny_im
     registry = make_registry()
     registry.stop()
     with pytest.raises(RegistryError, match=r"cannot be reached .* after 2 attempt\(s\)"):
-        push_image(
-            tiny_image,
-            RegistryTarget(registry.host, "mmaas"),
-            "tiny",
-            "1.0.0",
-            credentials=Credentials(registry.user, registry.password),
-            attempts=2,
-            backoff_s=0.1,
-        )
+        push_tiny(tiny_image, registry, credentials=login(registry), attempts=2, backoff_s=0.1)
     with pytest.raises(RegistryError, match="cannot be reached"):  # docker's own config
-        push_image(
-            tiny_image,
-            RegistryTarget(registry.host, "mmaas"),
-            "tiny",
-            "1.0.0",
-            credentials=None,
-            attempts=1,
-        )
+        push_tiny(tiny_image, registry, credentials=None, attempts=1)
 
 
 @pytest.mark.docker
@@ -170,12 +164,12 @@ def test_a_registry_that_comes_up_late_is_reached_by_the_retries(
     starter = threading.Timer(1.0, registry.start)
     starter.start()
     try:
-        result = push_image(
+        result = push_tiny(
             tiny_image,
-            RegistryTarget(registry.host, "late"),
-            "tiny",
+            registry,
+            "late",
             "2.0",
-            credentials=Credentials(registry.user, registry.password),
+            credentials=login(registry),
             attempts=5,
             backoff_s=0.5,
         )
@@ -195,13 +189,7 @@ def test_an_image_without_the_engine_label_is_refused(
     )
     try:
         with pytest.raises(UsageError, match=r"io\.mmaas\.engine\.blake3"):
-            push_image(
-                unlabelled,
-                RegistryTarget(local_registry.host, "mmaas"),
-                "tiny",
-                "1",
-                credentials=None,
-            )
+            push_tiny(unlabelled, local_registry, version="1", credentials=None)
     finally:
         subprocess.run(
             client.argv("image", "rm", "--force", unlabelled), check=False, capture_output=True
@@ -213,10 +201,6 @@ def test_push_command_prints_the_digest_as_json(
     local_registry: LocalRegistry, tiny_image: str, ppocr_models
 ) -> None:
     model_dir = ppocr_models["ppocr-cls"].parent
-    env = {
-        "MMAAS_REGISTRY_USER": local_registry.user,
-        "MMAAS_REGISTRY_PASSWORD": local_registry.password,
-    }
     outcome = CliRunner().invoke(
         push_cli.command,
         [
@@ -227,7 +211,7 @@ def test_push_command_prints_the_digest_as_json(
             tiny_image,
             "--json",
         ],
-        env=env,
+        env=login_env(local_registry),
     )
     assert outcome.exit_code == 0, outcome.output
     printed = json.loads(outcome.stdout)
@@ -246,14 +230,10 @@ def test_build_push_builds_then_pushes_and_prints_the_digest(
     the engine-hash tag; the digest printed is the one the registry stored."""
     from mmaas.cli import build as build_cli
 
-    env = {
-        "MMAAS_REGISTRY_USER": local_registry.user,
-        "MMAAS_REGISTRY_PASSWORD": local_registry.password,
-    }
     outcome = CliRunner().invoke(
         build_cli.command,
         [str(ppocr_models["ppocr-cls"].parent), "--push", f"{local_registry.host}/ci", "--json"],
-        env=env,
+        env=login_env(local_registry),
     )
     assert outcome.exit_code == 0, outcome.output
     printed = json.loads(outcome.stdout)
