@@ -23,13 +23,26 @@ from mmaas.manifest import (
 def model_dir(tmp_path: Path) -> Path:
     (tmp_path / "model.ort.onnx").write_bytes(b"engine bytes")
     (tmp_path / "source.onnx").write_bytes(b"source bytes")
-    info = ModelInfo(name="m", version="1", backend="onnxruntime", precision="fp32",
-                     max_batch_size=2,
-                     inputs=(TensorInfo("in:0", "FP32", (-1, 3), (1, 3), (1, 3), (2, 3)),),
-                     outputs=(TensorInfo("out/0", "FP32", (-1, 2)),))
-    manifest = Manifest(model=info, engine=FileRecord.of(tmp_path, "model.ort.onnx"),
-                        source=FileRecord.of(tmp_path, "source.onnx"), spec_digest="sha256:0",
-                        backend={"name": "onnxruntime", "version": "1"}, build={})
+    (tmp_path / "weights").mkdir()
+    (tmp_path / "weights" / "engine.data").write_bytes(b"engine weights")
+    info = ModelInfo(
+        name="m",
+        version="1",
+        backend="onnxruntime",
+        precision="fp32",
+        max_batch_size=2,
+        inputs=(TensorInfo("in:0", "FP32", (-1, 3), (1, 3), (1, 3), (2, 3)),),
+        outputs=(TensorInfo("out/0", "FP32", (-1, 2)),),
+    )
+    manifest = Manifest(
+        model=info,
+        engine=FileRecord.of(tmp_path, "model.ort.onnx"),
+        engine_data=(FileRecord.of(tmp_path, "weights/engine.data"),),
+        source=FileRecord.of(tmp_path, "source.onnx"),
+        spec_digest="sha256:0",
+        backend={"name": "onnxruntime", "version": "1"},
+        build={},
+    )
     write_manifest(tmp_path, manifest)
     return tmp_path
 
@@ -39,6 +52,7 @@ def test_round_trip_keeps_every_field(model_dir: Path) -> None:
     assert manifest.model.inputs[0] == TensorInfo("in:0", "FP32", (-1, 3), (1, 3), (1, 3), (2, 3))
     assert manifest.model.outputs[0].name == "out/0"
     assert manifest.engine.blake3.startswith("blake3:") and manifest.engine.size_bytes == 12
+    assert manifest.engine_data == (FileRecord.of(model_dir, "weights/engine.data"),)
     assert manifest.manifest_digest.startswith("sha256:")
     assert verify_engine(model_dir, manifest).blake3 == manifest.engine.blake3
     assert not [p.name for p in model_dir.iterdir() if p.name.endswith(".tmp")]
@@ -74,4 +88,28 @@ def test_another_schema_version_says_rebuild(model_dir: Path) -> None:
     path = model_dir / "manifest.json"
     path.write_text(json.dumps({**json.loads(path.read_text()), "schema_version": 99}))
     with pytest.raises(IntegrityError, match=r"schema_version 99.*rebuild"):
+        read_manifest(model_dir)
+
+
+def test_an_edited_or_missing_engine_data_file_is_refused_by_name(model_dir: Path) -> None:
+    manifest = read_manifest(model_dir)
+    data = model_dir / "weights" / "engine.data"
+    data.write_bytes(b"engine weightz")  # same size, other bytes
+    with pytest.raises(
+        IntegrityError,
+        match=r"weights/engine.data: engine data does not "
+        r"match its manifest: built blake3:\w+ \(14 bytes\), found blake3:",
+    ):
+        verify_engine(model_dir, manifest)
+    data.unlink()
+    with pytest.raises(IntegrityError, match=r"weights/engine.data: engine data file is missing"):
+        verify_engine(model_dir, manifest)
+
+
+def test_a_schema_1_manifest_without_engine_data_says_rebuild(model_dir: Path) -> None:
+    path = model_dir / "manifest.json"
+    raw = json.loads(path.read_text())
+    del raw["engine_data"]
+    path.write_text(json.dumps({**raw, "schema_version": 1}))
+    with pytest.raises(IntegrityError, match=r"schema_version 1, this mmaas reads 2; rebuild"):
         read_manifest(model_dir)

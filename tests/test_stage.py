@@ -68,8 +68,10 @@ def test_real_model_compiles_and_is_checked_at_every_profile_point(
     assert sorted(p.name for p in out.iterdir()) == [
         "manifest.json",
         "model.ort.onnx",
+        "model.ort.onnx.data",  # the weights, beside the graph (ONNX external data)
         "report.json",
     ]
+    assert [data.path for data in manifest.engine_data] == ["model.ort.onnx.data"]
     assert out.stat().st_mode & 0o755 == 0o755
     assert verify_model_dir(out) == manifest
 

@@ -8,8 +8,10 @@ no pydantic or YAML loader.
 
 Layout of a model directory (``/opt/mmaas/model`` in an image)::
 
-    manifest.json   this contract (schema_version 1)
+    manifest.json   this contract (schema_version 2)
     <engine file>   e.g. model.ort.onnx (ONNX Runtime) or model.plan (TensorRT)
+    <engine data>   files the engine loads beside it, e.g. model.ort.onnx.data (the ONNX
+                    external data format: the weights of an ONNX engine, needed > 2 GiB)
     report.json     the build report (profile check timings, tool output summary)
 """
 
@@ -25,7 +27,7 @@ from typing import Any
 from mmaas.errors import IntegrityError
 from mmaas.hashing import bytes_digest, file_digests
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: ``engine_data`` records the engine's data files
 MANIFEST_NAME = "manifest.json"
 
 
@@ -82,8 +84,12 @@ class FileRecord:
         """Hash ``directory / name`` and record it under ``name``."""
         target = directory / name
         digests = file_digests(target)
-        return cls(path=name, blake3=digests["blake3"], sha256=digests["sha256"],
-                   size_bytes=target.stat().st_size)
+        return cls(
+            path=name,
+            blake3=digests["blake3"],
+            sha256=digests["sha256"],
+            size_bytes=target.stat().st_size,
+        )
 
 
 @dataclass(frozen=True)
@@ -91,7 +97,10 @@ class Manifest:
     """The whole manifest. ``backend`` holds the back end's name, version and portability
     facts (CPU flags for ONNX Runtime; GPU, compute capability, TensorRT/CUDA versions for
     TensorRT); ``build`` holds when/how it was built; ``report`` the build checks' results.
-    ``manifest_digest`` is the sha256 of the canonical JSON of every other field."""
+    ``engine`` is the file the back end opens, ``engine_data`` every other file it reads
+    (external data, paths relative to the manifest's directory; empty for a self-contained
+    engine): :func:`verify_engine` re-hashes them all. ``manifest_digest`` is the sha256 of the
+    canonical JSON of every other field."""
 
     model: ModelInfo
     engine: FileRecord
@@ -100,6 +109,7 @@ class Manifest:
     backend: dict[str, Any]
     build: dict[str, Any]
     report: dict[str, Any] = field(default_factory=dict)
+    engine_data: tuple[FileRecord, ...] = ()
     schema_version: int = SCHEMA_VERSION
     manifest_digest: str = ""
 
@@ -113,8 +123,9 @@ def write_manifest(directory: Path, manifest: Manifest) -> Manifest:
     """Seal ``manifest`` and write it to ``directory/manifest.json`` atomically (temp file +
     rename); return the sealed manifest."""
     sealed = manifest.sealed()
-    atomic_write_text(directory / MANIFEST_NAME,
-                      json.dumps(asdict(sealed), indent=2, sort_keys=True) + "\n")
+    atomic_write_text(
+        directory / MANIFEST_NAME, json.dumps(asdict(sealed), indent=2, sort_keys=True) + "\n"
+    )
     return sealed
 
 
@@ -133,35 +144,50 @@ def read_manifest(directory: Path) -> Manifest:
     except (OSError, ValueError) as exc:
         raise IntegrityError(f"{path}: unreadable manifest ({exc})") from exc
     if raw.get("schema_version") != SCHEMA_VERSION:
-        raise IntegrityError(f"{path}: schema_version {raw.get('schema_version')!r}, "
-                             f"this mmaas reads {SCHEMA_VERSION}; rebuild the image")
+        raise IntegrityError(
+            f"{path}: schema_version {raw.get('schema_version')!r}, "
+            f"this mmaas reads {SCHEMA_VERSION}; rebuild the image"
+        )
     try:
         manifest = _from_dict(raw)
     except (KeyError, TypeError) as exc:
         raise IntegrityError(f"{path}: malformed manifest ({exc})") from exc
     expected = bytes_digest(_canonical({**raw, "manifest_digest": ""}).encode())
     if raw.get("manifest_digest") != expected:
-        raise IntegrityError(f"{path}: manifest was altered after the build "
-                             f"(its digest is {expected}, it records {raw.get('manifest_digest')})")
+        raise IntegrityError(
+            f"{path}: manifest was altered after the build "
+            f"(its digest is {expected}, it records {raw.get('manifest_digest')})"
+        )
     return manifest
 
 
 def verify_engine(directory: Path, manifest: Manifest) -> FileRecord:
-    """Re-hash the engine named by ``manifest`` and compare both digests and the size.
+    """Re-hash every engine file the manifest records (``engine`` and ``engine_data``) and
+    compare both digests and the size of each.
 
-    Returns the freshly computed record. Raises:
-        IntegrityError: the engine is missing or differs from the manifest.
+    Returns the freshly computed record of the engine file itself. Raises:
+        IntegrityError: an engine file is missing or differs from the manifest (naming it).
     """
-    engine = directory / manifest.engine.path
-    if not engine.is_file():
-        raise IntegrityError(f"{engine}: engine file is missing")
-    actual = FileRecord.of(directory, manifest.engine.path)
+    for recorded in manifest.engine_data:
+        _verified(directory, recorded, "engine data")
+    return _verified(directory, manifest.engine, "engine")
+
+
+def _verified(directory: Path, recorded: FileRecord, kind: str) -> FileRecord:
+    target = directory / recorded.path
+    if not target.is_file():
+        raise IntegrityError(f"{target}: {kind} file is missing")
+    actual = FileRecord.of(directory, recorded.path)
     if (actual.blake3, actual.sha256, actual.size_bytes) != (
-            manifest.engine.blake3, manifest.engine.sha256, manifest.engine.size_bytes):
+        recorded.blake3,
+        recorded.sha256,
+        recorded.size_bytes,
+    ):
         raise IntegrityError(
-            f"{engine}: engine does not match its manifest: built {manifest.engine.blake3} "
-            f"({manifest.engine.size_bytes} bytes), found {actual.blake3} "
-            f"({actual.size_bytes} bytes); refusing to use it")
+            f"{target}: {kind} does not match its manifest: built {recorded.blake3} "
+            f"({recorded.size_bytes} bytes), found {actual.blake3} "
+            f"({actual.size_bytes} bytes); refusing to use it"
+        )
     return actual
 
 
@@ -190,8 +216,14 @@ def _tensor(raw: dict[str, Any]) -> TensorInfo:
         value = raw.get(key)
         return None if value is None else tuple(value)
 
-    return TensorInfo(name=raw["name"], datatype=raw["datatype"], shape=tuple(raw["shape"]),
-                      min=dims("min"), opt=dims("opt"), max=dims("max"))
+    return TensorInfo(
+        name=raw["name"],
+        datatype=raw["datatype"],
+        shape=tuple(raw["shape"]),
+        min=dims("min"),
+        opt=dims("opt"),
+        max=dims("max"),
+    )
 
 
 def model_info_from_dict(model: dict[str, Any]) -> ModelInfo:
@@ -201,15 +233,26 @@ def model_info_from_dict(model: dict[str, Any]) -> ModelInfo:
         KeyError, TypeError: a field is missing or of the wrong kind.
     """
     return ModelInfo(
-        name=model["name"], version=model["version"], backend=model["backend"],
-        precision=model["precision"], max_batch_size=model["max_batch_size"],
+        name=model["name"],
+        version=model["version"],
+        backend=model["backend"],
+        precision=model["precision"],
+        max_batch_size=model["max_batch_size"],
         inputs=tuple(_tensor(t) for t in model["inputs"]),
-        outputs=tuple(_tensor(t) for t in model["outputs"]))
+        outputs=tuple(_tensor(t) for t in model["outputs"]),
+    )
 
 
 def _from_dict(raw: dict[str, Any]) -> Manifest:
-    return Manifest(model=model_info_from_dict(raw["model"]), engine=FileRecord(**raw["engine"]),
-                    source=FileRecord(**raw["source"]), spec_digest=raw["spec_digest"],
-                    backend=raw["backend"], build=raw["build"], report=raw.get("report", {}),
-                    schema_version=raw["schema_version"],
-                    manifest_digest=raw.get("manifest_digest", ""))
+    return Manifest(
+        model=model_info_from_dict(raw["model"]),
+        engine=FileRecord(**raw["engine"]),
+        source=FileRecord(**raw["source"]),
+        spec_digest=raw["spec_digest"],
+        backend=raw["backend"],
+        build=raw["build"],
+        report=raw.get("report", {}),
+        engine_data=tuple(FileRecord(**r) for r in raw["engine_data"]),
+        schema_version=raw["schema_version"],
+        manifest_digest=raw.get("manifest_digest", ""),
+    )

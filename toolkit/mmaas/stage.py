@@ -114,6 +114,7 @@ def build_model_dir(
         draft = Manifest(
             model=request.model,
             engine=FileRecord.of(work, result.engine_file),
+            engine_data=tuple(FileRecord.of(work, name) for name in _data_files(backend, work)),
             source=FileRecord.of(request.source.parent, request.source.name),
             spec_digest=spec_digest,
             backend=facts,
@@ -214,7 +215,11 @@ def main(argv: list[str]) -> int:
                 engine_key=request.engine_key,
             )
             summary = {key: manifest.report[key] for key in manifest.report if key != "compile"}
-            print(json.dumps({"engine": asdict(manifest.engine), **summary}, indent=2))
+            engine = {
+                "engine": asdict(manifest.engine),
+                "engine_data": [asdict(data) for data in manifest.engine_data],
+            }
+            print(json.dumps({**engine, **summary}, indent=2))
             return 0
         if len(argv) == 4 and argv[0] == "stamp":
             request = read_request(Path(argv[1]))
@@ -232,7 +237,10 @@ def main(argv: list[str]) -> int:
             return 0
         if len(argv) == 2 and argv[0] == "verify":
             manifest = verify_model_dir(Path(argv[1]))
-            print(f"engine verified: {manifest.engine.path} {manifest.engine.blake3}")
+            print(
+                f"engine verified: {manifest.engine.path} {manifest.engine.blake3}"
+                + "".join(f", {data.path} {data.blake3}" for data in manifest.engine_data)
+            )
             return 0
     except GateFailed as exc:
         print(json.dumps(exc.report, indent=2), file=sys.stderr)
@@ -257,6 +265,14 @@ def _probe(backend: Backend, directory: Path, manifest: Manifest) -> LatencyProb
     if measure is None:
         return None
     return lambda shapes, runs, warmup: measure(directory, manifest, shapes, runs, warmup)
+
+
+def _data_files(backend: Backend, directory: Path) -> tuple[str, ...]:
+    """The engine's data files the back end wrote beside it (its ``data_files(directory)
+    -> (name, ...)`` hook: ONNX Runtime's external initializers), recorded in the manifest
+    as ``engine_data``; none for a back end without the hook (a TensorRT plan is one file)."""
+    listed = getattr(backend, "data_files", None)
+    return () if listed is None else tuple(listed(directory))
 
 
 def _sample(path: Path, names: list[str]) -> dict[str, Any]:

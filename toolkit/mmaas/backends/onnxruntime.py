@@ -5,6 +5,10 @@ graph_optimization_level`` + ``optimized_model_filepath``) serialises the optimi
 as ``model.ort.onnx``. At level ``all`` the layout transforms (NCHWc blocking) depend on
 the build CPU's vector extensions, so the manifest records the CPU flags and
 :meth:`OnnxRuntimeBackend.check_compatible` refuses a host that lacks one of them.
+The optimized model always carries its own weights: initializers of at least
+:data:`EXTERNAL_MIN_BYTES` go to ``model.ort.onnx.data`` beside it (the ONNX external data
+format; session config ``session.optimized_model_external_initializers_file_name``), so an
+engine never points at the source's external data and is never over protobuf's 2 GiB limit.
 load: the optimized model is opened with optimizations off (they are already applied),
 which also keeps start-up short.
 """
@@ -26,14 +30,30 @@ from mmaas.errors import BuildError, CompatibilityError
 from mmaas.manifest import Manifest
 
 ENGINE_FILE = "model.ort.onnx"
+ENGINE_DATA_FILE = "model.ort.onnx.data"
+EXTERNAL_MIN_BYTES = 1024  # ONNX Runtime's default: smaller initializers stay in the graph
 LEVELS = {
     "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
     "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
     "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
 }
 # x86 vector extensions that ONNX Runtime's CPU kernels and NCHWc layout depend on.
-KERNEL_CPU_FLAGS = ("sse4_1", "sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw",
-                    "avx512vl", "avx512_vnni", "avx_vnni", "amx_tile", "amx_int8", "amx_bf16")
+KERNEL_CPU_FLAGS = (
+    "sse4_1",
+    "sse4_2",
+    "avx",
+    "avx2",
+    "fma",
+    "f16c",
+    "avx512f",
+    "avx512bw",
+    "avx512vl",
+    "avx512_vnni",
+    "avx_vnni",
+    "amx_tile",
+    "amx_int8",
+    "amx_bf16",
+)
 PROVIDERS = ["CPUExecutionProvider"]
 
 
@@ -43,8 +63,9 @@ class OnnxRuntimeEngine:
     def __init__(self, session: ort.InferenceSession) -> None:
         self.session = session
 
-    def infer(self, inputs: Mapping[str, np.ndarray],
-              outputs: Sequence[str]) -> dict[str, np.ndarray]:
+    def infer(
+        self, inputs: Mapping[str, np.ndarray], outputs: Sequence[str]
+    ) -> dict[str, np.ndarray]:
         """Run ``session.run`` once; returns ``{name: array}`` for the requested outputs."""
         names = list(outputs)
         values = self.session.run(names, {name: _to_ort(array) for name, array in inputs.items()})
@@ -57,7 +78,8 @@ class OnnxRuntimeBackend:
     name = "onnxruntime"
 
     def compile(self, request: CompileRequest) -> CompileResult:
-        """Optimize ``request.source`` offline into ``out_dir/model.ort.onnx``.
+        """Optimize ``request.source`` offline into ``out_dir/model.ort.onnx`` (plus
+        ``model.ort.onnx.data`` when an initializer has :data:`EXTERNAL_MIN_BYTES` or more).
 
         ``settings["onnxruntime"]["graph_optimization_level"]`` is ``basic``,
         ``extended`` or ``all`` (default). Raises BuildError when ONNX Runtime rejects the
@@ -67,6 +89,13 @@ class OnnxRuntimeBackend:
         options = ort.SessionOptions()
         options.graph_optimization_level = LEVELS[level]
         options.optimized_model_filepath = str(request.out_dir / ENGINE_FILE)
+        options.add_session_config_entry(
+            "session.optimized_model_external_initializers_file_name", ENGINE_DATA_FILE
+        )
+        options.add_session_config_entry(
+            "session.optimized_model_external_initializers_min_size_in_bytes",
+            str(EXTERNAL_MIN_BYTES),
+        )
         options.log_severity_level = 3  # the hardware-specific warning is in the manifest
         started = time.perf_counter()
         try:
@@ -76,10 +105,20 @@ class OnnxRuntimeBackend:
         compile_ms = (time.perf_counter() - started) * 1000
         return CompileResult(
             engine_file=ENGINE_FILE,
-            command=["onnxruntime.InferenceSession", request.source.name,
-                     f"graph_optimization_level={level}",
-                     f"optimized_model_filepath={ENGINE_FILE}"],
-            report={"graph_optimization_level": level, "compile_ms": round(compile_ms, 3)})
+            command=[
+                "onnxruntime.InferenceSession",
+                request.source.name,
+                f"graph_optimization_level={level}",
+                f"optimized_model_filepath={ENGINE_FILE}",
+                f"optimized_model_external_initializers_file_name={ENGINE_DATA_FILE}",
+            ],
+            report={"graph_optimization_level": level, "compile_ms": round(compile_ms, 3)},
+        )
+
+    def data_files(self, directory: Path) -> tuple[str, ...]:
+        """The engine's data files in ``directory`` after :meth:`compile`:
+        ``("model.ort.onnx.data",)``, or ``()`` when every initializer stayed in the graph."""
+        return (ENGINE_DATA_FILE,) if (directory / ENGINE_DATA_FILE).is_file() else ()
 
     def load(self, directory: Path, manifest: Manifest, threads: int = 0) -> OnnxRuntimeEngine:
         """Open ``directory/<engine>`` with optimizations off and ``threads`` intra-op
@@ -93,17 +132,24 @@ class OnnxRuntimeBackend:
             # several instances share the cores: spinning thread pools would fight
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.inter_op_num_threads = 1
-        session = ort.InferenceSession(str(directory / manifest.engine.path), options,
-                                       providers=PROVIDERS)
+        session = ort.InferenceSession(
+            str(directory / manifest.engine.path), options, providers=PROVIDERS
+        )
         return OnnxRuntimeEngine(session)
 
     def describe(self) -> dict[str, Any]:
         """``{"name", "version", "cpu": {"arch", "model", "flags"}}``; flags are the
         entries of :data:`KERNEL_CPU_FLAGS` this CPU has (from /proc/cpuinfo)."""
         model, flags = _cpuinfo()
-        return {"name": self.name, "version": ort.__version__,
-                "cpu": {"arch": platform.machine(), "model": model,
-                        "flags": sorted(set(KERNEL_CPU_FLAGS) & flags)}}
+        return {
+            "name": self.name,
+            "version": ort.__version__,
+            "cpu": {
+                "arch": platform.machine(),
+                "model": model,
+                "flags": sorted(set(KERNEL_CPU_FLAGS) & flags),
+            },
+        }
 
     def check_compatible(self, manifest: Manifest) -> None:
         """Refuse an engine built by another ONNX Runtime version, another CPU
@@ -116,18 +162,21 @@ class OnnxRuntimeBackend:
         if built.get("version") != here["version"]:
             raise CompatibilityError(
                 f"engine built for ONNX Runtime {built.get('version')}, running on "
-                f"{here['version']}; rebuild the image or pin onnxruntime=={built.get('version')}")
+                f"{here['version']}; rebuild the image or pin onnxruntime=={built.get('version')}"
+            )
         built_cpu, here_cpu = built.get("cpu", {}), here["cpu"]
         if built_cpu.get("arch") != here_cpu["arch"]:
-            raise CompatibilityError(f"engine built for {built_cpu.get('arch')}, "
-                                     f"running on {here_cpu['arch']}")
+            raise CompatibilityError(
+                f"engine built for {built_cpu.get('arch')}, running on {here_cpu['arch']}"
+            )
         level = manifest.report.get("compile", {}).get("graph_optimization_level")
         missing = sorted(set(built_cpu.get("flags", [])) - set(here_cpu["flags"]))
         if level == "all" and missing:
             raise CompatibilityError(
                 f"engine built for a CPU with {', '.join(missing)} ({built_cpu.get('model')}), "
                 f"running on one without ({here_cpu['model']}); rebuild on this CPU class or "
-                "set build.onnxruntime.graph_optimization_level: extended")
+                "set build.onnxruntime.graph_optimization_level: extended"
+            )
 
 
 def _to_ort(array: np.ndarray) -> np.ndarray:
@@ -135,8 +184,9 @@ def _to_ort(array: np.ndarray) -> np.ndarray:
     take ``str`` (it would ``str()`` a bytes element into ``"b'...'"``): decode as UTF-8."""
     if array.dtype != object or not array.size:
         return array
-    return np.vectorize(lambda item: item.decode() if isinstance(item, bytes) else item,
-                        otypes=[object])(array)
+    return np.vectorize(
+        lambda item: item.decode() if isinstance(item, bytes) else item, otypes=[object]
+    )(array)
 
 
 def _from_ort(array: np.ndarray) -> np.ndarray:
@@ -144,8 +194,9 @@ def _from_ort(array: np.ndarray) -> np.ndarray:
     KServe v2 BYTES carry."""
     if array.dtype != object or not array.size:
         return array
-    return np.vectorize(lambda item: item.encode() if isinstance(item, str) else item,
-                        otypes=[object])(array)
+    return np.vectorize(
+        lambda item: item.encode() if isinstance(item, str) else item, otypes=[object]
+    )(array)
 
 
 def _cpuinfo() -> tuple[str, set[str]]:
