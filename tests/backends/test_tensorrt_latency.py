@@ -13,7 +13,7 @@ import pytest
 from mmaas.backends.tensorrt_latency import latency_argv, latency_figures
 from mmaas.errors import BuildError
 from mmaas.manifest import FileRecord, Manifest, ModelInfo, TensorInfo
-from mmaas.tensorrt_build import tensorrt_labels
+from mmaas.tensorrt_build import target_tag, tensorrt_labels
 from mmaas.trtexec_log import parse_trtexec_log
 
 LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "trtexec"
@@ -140,3 +140,10 @@ def test_fake_gpu_facts_become_image_labels() -> None:
         DET, record, record, "sha256:0", {**facts, "gpu": None, "min_driver": None}, {}
     )
     assert set(tensorrt_labels(unknown)) == {"io.mmaas.tensorrt.version", "io.mmaas.cuda.version"}
+
+
+def test_gpu_target_tag_needs_this_gpu_among_the_targets() -> None:
+    assert target_tag("mmaas/det:1.0.0", "8.6", []) is None
+    assert target_tag("mmaas/det:1.0.0", "8.6", ["sm80", "sm86"]) == "mmaas/det:1.0.0-sm86"
+    with pytest.raises(BuildError, match=r"GPU is sm75, but build\.tensorrt\.gpu_targets"):
+        target_tag("mmaas/det:1.0.0", "7.5", ["sm80", "sm90"])

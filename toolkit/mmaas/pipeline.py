@@ -42,7 +42,13 @@ from mmaas.plan import (
 from mmaas.render import render_dockerfile
 from mmaas.spec_load import LoadedSpec, load_spec
 from mmaas.stage import build_model_dir
-from mmaas.tensorrt_build import BUILDER_TARGET, compile_on_gpu, require_gpu, tensorrt_labels
+from mmaas.tensorrt_build import (
+    BUILDER_TARGET,
+    compile_on_gpu,
+    require_gpu,
+    target_tag,
+    tensorrt_labels,
+)
 
 TOOLKIT_DIR = Path(mmaas.__file__).resolve().parent
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc")
@@ -130,8 +136,10 @@ def build_image(
     started = time.perf_counter()
     cache = cache or CacheOptions()
     loaded = load_spec(model)
-    if loaded.spec.backend == "tensorrt":
-        require_gpu()  # C11: before any Docker work
+    gpu_tag = None
+    if loaded.spec.backend == "tensorrt":  # C11: a GPU (of a listed target) before any Docker work
+        image = f"{loaded.spec.image_repository}:{loaded.spec.image_tag}"
+        gpu_tag = target_tag(image, require_gpu(), loaded.spec.build.tensorrt.gpu_targets)
     key = _engine_key(loaded, cache, say)
     with tempfile.TemporaryDirectory(prefix="mmaas-build-") as scratch:
         work = Path(scratch)
@@ -147,6 +155,9 @@ def build_image(
         labels.update(tensorrt_labels(manifest))
     image_id = docker_engine.add_labels(plan.image, labels)
     check_labels(plan.image, manifest)
+    if gpu_tag:
+        docker_engine.run(["tag", plan.image, gpu_tag], check=True)
+        say(f"tagged {gpu_tag} (this build's GPU target)")
     return BuildResult(
         plan.image,
         image_id,

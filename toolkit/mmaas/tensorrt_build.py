@@ -44,6 +44,27 @@ def require_gpu() -> str:
     return report.gpus[0].compute_capability
 
 
+def target_tag(image: str, capability: str, targets: list[str]) -> str | None:
+    """The per-target tag of ``image`` built on a GPU of ``capability`` (``"8.6"``) when
+    ``build.tensorrt.gpu_targets`` lists targets: ``repo:tag-sm86`` (one engine and tag per
+    target; each target's image is built on a GPU of that target). None without targets.
+
+    Raises:
+        BuildError: this GPU is none of ``targets`` (an engine only runs on the compute
+            capability it was built on, unless hardware compatibility is on).
+    """
+    if not targets:
+        return None
+    here = f"sm{capability.replace('.', '')}"
+    if here not in [t.strip().lower() for t in targets]:
+        raise BuildError(
+            f"this host's GPU is {here}, but build.tensorrt.gpu_targets lists "
+            f"{', '.join(targets)}: build each target on a GPU of that target",
+            hint="add this GPU's target to build.tensorrt.gpu_targets, or build elsewhere",
+        )
+    return f"{image}-{here}"
+
+
 def timing_cache_dir() -> Path:
     """The host timing-cache directory that ``mmaas cache`` manages (created if missing):
     ``$MMAAS_TIMING_CACHE_DIR``, else ``~/.cache/mmaas/timing-caches``."""
