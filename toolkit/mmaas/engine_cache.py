@@ -1,13 +1,13 @@
 """The local engine cache: one verified model directory per engine-cache key.
 
-Layout: ``<root>/<key hex>/`` holds ``manifest.json``, the engine and ``report.json`` as a
-build produced them (:mod:`mmaas.engine_key` computes the key; the manifest records it in
-``build.engine_key``). ``root`` is ``$MMAAS_CACHE_DIR/engines`` (default
-``~/.cache/mmaas/engines``). An entry is written to a temp directory beside it and renamed
-into place under a per-key file lock, so readers see a whole entry or none. Every entry is
-verified when used (the manifest's self-digest, the engine's blake3/sha256 and size, the
-report, the key): a damaged or foreign entry is dropped, the reason reported, and the build
-compiles instead. It is never served.
+Layout: ``<root>/<key hex>/`` holds ``manifest.json``, the engine (with its data files) and
+``report.json`` as a build produced them (:mod:`mmaas.engine_key` computes the key; the
+manifest records it in ``build.engine_key``). ``root`` is ``$MMAAS_CACHE_DIR/engines``
+(default ``~/.cache/mmaas/engines``). An entry is written to a temp directory beside it and
+renamed into place under a per-key file lock, so readers see a whole entry or none. Every
+entry is verified when used (the manifest's self-digest, the blake3/sha256 and size of the
+engine and of each engine data file, the report, the key): a damaged or foreign entry is
+dropped, the reason reported, and the build compiles instead. It is never served.
 """
 
 from __future__ import annotations
@@ -104,8 +104,9 @@ class EngineCache:
 
 
 def verify_entry(directory: Path, key: str) -> Manifest:
-    """Verify a cache entry: manifest self-digest, engine hashes and size, ``report.json``
-    equal to the manifest's report, and ``build.engine_key`` equal to ``key``.
+    """Verify a cache entry: manifest self-digest, hashes and sizes of the engine and its
+    data files, ``report.json`` equal to the manifest's report, and ``build.engine_key``
+    equal to ``key``.
 
     Raises:
         IntegrityError: naming what differs.

@@ -1,8 +1,9 @@
-"""Model directories (engine + ``manifest.json`` + ``report.json``): verify one, assemble one
-atomically, and stamp an engine directory for a model.
+"""Model directories (engine and its data files + ``manifest.json`` + ``report.json``): verify
+one, assemble one atomically, and stamp an engine directory for a model.
 
 Stamping turns an engine directory -- just compiled, or a verified engine-cache entry --
-into one model's directory: the engine and report unchanged (hard-linked when possible),
+into one model's directory: the engine, its data files (e.g. ONNX Runtime's
+``model.ort.onnx.data``) and the report unchanged (hard-linked when possible),
 the manifest re-sealed with that model's name, version and spec digest. So one engine
 serves any number of builds that differ only outside the engine (name, version, runtime
 settings, labels). Runs in the builder stage (``python -m mmaas.stage stamp``).
@@ -32,10 +33,11 @@ REPORT_NAME = "report.json"
 
 
 def verify_model_dir(directory: Path) -> Manifest:
-    """Read and self-check the manifest, then re-hash the engine against it.
+    """Read and self-check the manifest, then re-hash the engine and every engine data
+    file it records against it (:func:`mmaas.manifest.verify_engine`).
 
     Raises:
-        IntegrityError: the manifest was altered or the engine differs from it.
+        IntegrityError: the manifest was altered, or an engine file is missing or differs.
     """
     manifest = read_manifest(directory)
     verify_engine(directory, manifest)
