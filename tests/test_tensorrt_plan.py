@@ -191,13 +191,15 @@ def test_values_and_compile_run_argv(tmp_path: Path) -> None:
         "gpu_targets": [],
     }
     assert compile_run_argv(
-        ["docker"], "mmaas/det:1.0.0-builder", tmp_path / "c", tmp_path / "o"
+        ["docker"], "mmaas/det:1.0.0-builder", tmp_path / "c", tmp_path / "o", "1000:1000"
     ) == [
         "docker",
         "run",
         "--rm",
         "--gpus",
         "all",
+        "--user",
+        "1000:1000",
         "--volume",
         f"{tmp_path}/c:/opt/mmaas/timing-cache",
         "--volume",

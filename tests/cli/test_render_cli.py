@@ -62,7 +62,8 @@ def test_render_prints_the_exact_gpu_command_sequence(ppocr_models, tmp_path: Pa
         ["DOCKER_BUILDKIT=1", DOCKER, "build", "--file", f"{ctx}/compile/Dockerfile",
          "--tag", "mmaas/ppocr-det:1.0.0-builder", "--progress", "plain",
          "--target", "builder", f"{ctx}/compile"],
-        [DOCKER, "run", "--rm", "--gpus", "all",
+        ["mkdir", "-p", f"{ctx}/out", str(cache_dir)],
+        [DOCKER, "run", "--rm", "--gpus", "all", "--user", f"{os.getuid()}:{os.getgid()}",
          "--volume", f"{cache_dir}:/opt/mmaas/timing-cache",
          "--volume", f"{ctx}/out:/opt/mmaas/out", "mmaas/ppocr-det:1.0.0-builder"],
         ["cp", "-a", f"{ctx}/out/engine", f"{ctx}/package/engine"],
@@ -91,7 +92,7 @@ def test_render_stages_contexts_the_commands_run_in(ppocr_models, tmp_path: Path
         assert (compile_ctx / "stage-lib" / "mmaas" / module).is_file()
         assert (package_ctx / "stage-lib" / "mmaas" / module).is_file()
     assert not (package_ctx / "model").exists()  # the package build never sees the ONNX
-    assert not (package_ctx / "engine").exists()  # step 3 copies the compiled one in
+    assert not (package_ctx / "engine").exists()  # step 4 copies the compiled one in
     compile_file = (compile_ctx / "Dockerfile").read_text()
     package_file = (package_ctx / "Dockerfile").read_text()
     froms = re.findall(r"^FROM .*$", package_file, re.MULTILINE)

@@ -11,6 +11,7 @@ driver, CUDA and TensorRT versions, GPU and compute capability, from ``manifest.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -65,6 +66,11 @@ def target_tag(image: str, capability: str, targets: list[str]) -> str | None:
     return f"{image}-{here}"
 
 
+def host_user() -> str:
+    """``"UID:GID"`` of this process, for the compile container's ``--user``."""
+    return f"{os.getuid()}:{os.getgid()}"
+
+
 def timing_cache_dir() -> Path:
     """The host timing-cache directory that ``mmaas cache`` manages (created if missing):
     ``$MMAAS_TIMING_CACHE_DIR``, else ``~/.cache/mmaas/timing-caches``."""
@@ -88,7 +94,7 @@ def compile_on_gpu(
     """
     out.mkdir(parents=True, exist_ok=True)
     image = build_builder()
-    argv = compile_run_argv(docker, tag, timing_cache_dir(), out)
+    argv = compile_run_argv(docker, tag, timing_cache_dir(), out, host_user())
     try:
         proc.stream(argv, what="docker run --gpus all (TensorRT engine compile)")
     except ProcessError as exc:
@@ -134,8 +140,9 @@ def gpu_build_commands(
 ) -> list[list[str]]:
     """The argv sequence a GPU host runs (what :func:`compile_on_gpu` and the package
     build do): ``docker build --target builder`` of the compile context ``contexts[0]``
-    tagged ``tags[0]``; ``docker run --rm --gpus all`` of it with ``cache_dir`` and ``out``
-    mounted; ``cp -a out/engine contexts[1]/engine``; ``docker build`` of the package
+    tagged ``tags[0]``; ``mkdir -p out cache_dir`` (so that Docker does not create them
+    owned by root); ``docker run --rm --gpus all --user UID:GID`` of it with ``cache_dir``
+    and ``out`` mounted; ``cp -a out/engine contexts[1]/engine``; ``docker build`` of the package
     context tagged ``tags[1]``. ``build_args(dockerfile, tag, target)`` gives the build
     arguments (:func:`mmaas.docker_engine.build_args`)."""
     compile_ctx, package_ctx = contexts
@@ -146,7 +153,8 @@ def gpu_build_commands(
             *build_args(compile_ctx / "Dockerfile", tags[0], BUILDER_TARGET),
             str(compile_ctx),
         ],
-        compile_run_argv(docker, tags[0], cache_dir, out),
+        ["mkdir", "-p", str(out), str(cache_dir)],  # owned by the user the compile runs as
+        compile_run_argv(docker, tags[0], cache_dir, out, host_user()),
         ["cp", "-a", str(out / ENGINE_OUT), str(package_ctx / "engine")],
         [
             *docker,

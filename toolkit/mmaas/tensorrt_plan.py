@@ -7,12 +7,14 @@ all`` container, then package** (case C11):
    needed: it only installs and copies; the release check runs here).
 2. ``docker run --rm --gpus all`` of that image (:func:`compile_run_argv`) first checks for
    a GPU (``tensorrt_stage preflight --gpu``: no GPU, no trtexec) and then runs
-   ``python -m mmaas.stage build``: trtexec, profile check, hashes, manifest. The host's
+   ``python -m mmaas.stage build``: trtexec, profile check, gates, hashes, manifest,
+   written to ``out/engine`` (as the calling user: ``--user UID:GID``). The host's
    timing-cache directory (``mmaas cache``) is mounted, so caches persist across builds
    and CI runs, keyed by TensorRT version, compute capability and GPU (C8).
-3. The model directory it wrote is staged as ``engine/`` and ``docker build --target
-   runtime`` packages it; the runtime stage re-hashes it (``mmaas.stage verify``), so an
-   image with a missing, empty or altered engine is never produced.
+3. The engine directory it wrote is verified on the host (and kept in the engine cache),
+   staged as ``engine/``, and the package build stamps it in the builder stage and copies
+   it into the runtime stage, which re-hashes it (``mmaas.stage verify``), so an image
+   with a missing, empty or altered engine is never produced.
 
 Why this route: it works on any Docker with the NVIDIA Container Toolkit. BuildKit
 ``RUN`` steps get no GPU (moby/buildkit#1800) unless the engine has CDI and the Dockerfile
@@ -95,17 +97,19 @@ def tensorrt_plan_values(spec: ModelSpec, spec_file: str = "model.yaml") -> dict
 
 
 def compile_run_argv(
-    docker: list[str], builder_tag: str, cache_dir: Path, out_dir: Path
+    docker: list[str], builder_tag: str, cache_dir: Path, out_dir: Path, user: str | None = None
 ) -> list[str]:
     """Step 2 of the route: ``docker run --rm --gpus all`` of the builder image with the
     host timing-cache directory and an output directory mounted; the container writes the
-    model directory to ``out_dir/model``."""
+    engine directory to ``out_dir/engine``. ``user`` (``"UID:GID"``, ``--user``) makes the
+    files it writes the caller's, so a non-root host can read and remove them."""
     return [
         *docker,
         "run",
         "--rm",
         "--gpus",
         "all",
+        *(["--user", user] if user else []),
         "--volume",
         f"{cache_dir.resolve()}:{TIMING_CACHE_DIR}",
         "--volume",
