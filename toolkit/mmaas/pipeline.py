@@ -9,6 +9,13 @@ built, its model directory is copied out and verified on the host (the manifest'
 self-digest and the engine's hashes), and the engine's identity is added as labels
 (``io.mmaas.engine.blake3`` ...), which are then read back and compared with the manifest:
 an image whose labels, manifest and engine disagree is never tagged.
+
+TensorRT takes the GPU route (:mod:`mmaas.tensorrt_build`): a missing GPU is reported
+before any Docker work (C11); the compile build is ``--target builder`` and the compile
+runs in ``docker run --gpus all`` of it with the ``mmaas cache`` timing-cache directory
+mounted; the package build is the same as ONNX Runtime's; the image gets the engine's
+TensorRT, CUDA, minimum-driver and GPU labels (C12), and with ``build.tensorrt.gpu_targets``
+the ``repo:tag-smNN`` tag of the target it was built on.
 """
 
 from __future__ import annotations
