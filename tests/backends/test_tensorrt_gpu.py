@@ -83,3 +83,53 @@ def test_build_fp16_reuse_cache_serve_and_match_onnxruntime(tmp_path: Path) -> N
             server.client().infer("ppocr-det", [outside])
     finally:
         server.stop()
+
+
+def test_latency_gate_timer_runs_trtexec_load_engine(tmp_path: Path) -> None:
+    manifest, _ = build(tmp_path, "timed", verify_cache=False)
+    figures = TensorRTBackend().measure_latency(
+        tmp_path / "timed", manifest, {"x": (1, 3, 640, 640)}, 20, 2
+    )
+    assert 0 < figures["p50_ms"] <= figures["p90_ms"] <= figures["p99_ms"] <= figures["max_ms"]
+    assert (tmp_path / "timed" / "trtexec" / "trtexec-latency.log").is_file()
+
+
+def builder_image_present() -> bool:
+    from mmaas import docker_engine
+    from mmaas.errors import MmaasError
+
+    try:
+        docker_engine.inspect_image(det_spec(False).spec.build.tensorrt.builder_image)
+    except MmaasError:
+        return False
+    return True
+
+
+@pytest.mark.docker
+def test_mmaas_build_takes_the_gpu_route_and_labels_the_image(tmp_path: Path) -> None:
+    if not builder_image_present():
+        pytest.skip("the TensorRT builder image is not in the local Docker engine")
+    import json
+
+    from mmaas import docker_engine, proc
+
+    loaded = det_spec(False)
+    text = DET.read_text().replace("backend: onnxruntime", "backend: tensorrt")
+    text = text.replace("target_precision: fp32", "target_precision: fp16")
+    text = text.replace(f"path: {loaded.source_path.name}", f"path: {loaded.source_path}")
+    release = loaded.spec.build.tensorrt.version
+    (tmp_path / "det").mkdir()
+    (tmp_path / "det" / "model.yaml").write_text(
+        text + f'build:\n  tensorrt:\n    version: "{release}"\n'
+    )
+    mmaas = str(Path(sys.executable).with_name("mmaas"))
+    done = proc.run([mmaas, "build", str(tmp_path / "det"), "--json"], check=False)
+    assert done.returncode == 0, done.stderr[-4000:]
+    image = json.loads(done.stdout)["image"]
+    try:
+        labels = docker_engine.image_labels(image)
+        assert labels["io.mmaas.backend"] == "tensorrt"
+        assert labels["io.mmaas.tensorrt.version"].startswith(release)
+        assert labels["io.mmaas.driver.min"] and labels["io.mmaas.gpu.compute_capability"]
+    finally:
+        docker_engine.run(["image", "rm", "--force", image])
