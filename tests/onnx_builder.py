@@ -19,6 +19,7 @@ Dim = int | str | None
 Tensor = tuple[str, int, Sequence[Dim] | None]  # name, TensorProto elem type, dims (None: no shape)
 
 FLOAT = TensorProto.FLOAT
+OPSET = 17
 
 
 def value_info(name: str, elem_type: int, dims: Sequence[Dim] | None) -> onnx.ValueInfoProto:
@@ -35,6 +36,21 @@ def value_info(name: str, elem_type: int, dims: Sequence[Dim] | None) -> onnx.Va
         elif isinstance(dim, str):
             entry.dim_param = dim
     return info
+
+
+def onnx_model(
+    nodes: Sequence[onnx.NodeProto],
+    inputs: Sequence[onnx.ValueInfoProto],
+    outputs: Sequence[onnx.ValueInfoProto],
+    initializer: Sequence[onnx.TensorProto] = (),
+    graph_name: str = "test",
+) -> onnx.ModelProto:
+    """A model of one graph (``nodes`` between ``inputs`` and ``outputs``), default opset
+    :data:`OPSET`, IR version 8 (what ONNX Runtime and TensorRT 8+ read)."""
+    graph = helper.make_graph(nodes, graph_name, inputs, outputs, initializer=initializer)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    model.ir_version = 8
+    return model
 
 
 def make_onnx(
@@ -55,16 +71,13 @@ def make_onnx(
     weights = [
         numpy_helper.from_array(np.zeros((2,), np.float32), name) for name in weights_as_inputs
     ]
-    graph = helper.make_graph(
+    model = onnx_model(
         nodes,
-        "test",
         [value_info(*tensor) for tensor in inputs]
         + [value_info(name, FLOAT, [2]) for name in weights_as_inputs],
         [value_info(*tensor) for tensor in outputs],
-        initializer=weights,
+        weights,
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
     path.parent.mkdir(parents=True, exist_ok=True)
     onnx.save(model, str(path))
     return path

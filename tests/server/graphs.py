@@ -10,8 +10,8 @@ import onnx
 from onnx import TensorProto, helper
 
 from mmaas.manifest import ModelInfo, TensorInfo
+from onnx_builder import onnx_model, value_info
 
-OPSET = 17
 ONNX_TYPES = {
     "FP16": TensorProto.FLOAT16,
     "FP32": TensorProto.FLOAT,
@@ -24,25 +24,29 @@ ONNX_TYPES = {
 
 
 def _model(
-    nodes: list[onnx.NodeProto], inputs: list[TensorInfo], outputs: list[TensorInfo]
+    nodes: list[onnx.NodeProto],
+    inputs: list[TensorInfo],
+    outputs: list[TensorInfo],
+    initializer: tuple[onnx.TensorProto, ...] = (),
 ) -> onnx.ModelProto:
     def value(tensor: TensorInfo) -> onnx.ValueInfoProto:
-        return helper.make_tensor_value_info(
-            tensor.name, ONNX_TYPES[tensor.datatype], [None if d < 0 else d for d in tensor.shape]
-        )
+        dims = [None if d < 0 else d for d in tensor.shape]
+        return value_info(tensor.name, ONNX_TYPES[tensor.datatype], dims)
 
-    graph = helper.make_graph(nodes, "g", [value(t) for t in inputs], [value(t) for t in outputs])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
-    model.ir_version = 8
-    return model
+    values = [value(t) for t in inputs], [value(t) for t in outputs]
+    return onnx_model(nodes, *values, initializer, graph_name="g")
 
 
 def _info(
-    name: str, inputs: list[TensorInfo], outputs: list[TensorInfo], max_batch_size: int
+    name: str,
+    inputs: list[TensorInfo],
+    outputs: list[TensorInfo],
+    max_batch_size: int,
+    version: str = "1",
 ) -> ModelInfo:
     return ModelInfo(
         name=name,
-        version="1",
+        version=version,
         backend="onnxruntime",
         precision="fp32",
         max_batch_size=max_batch_size,
@@ -101,9 +105,8 @@ def two_outputs_model() -> tuple[onnx.ModelProto, ModelInfo]:
         helper.make_node("Add", ["x", "x"], ["boxes"]),
         helper.make_node("ReduceSum", ["x", "axes"], ["scores"], keepdims=1),
     ]
-    model = _model(nodes, inputs, outputs)
-    model.graph.initializer.append(helper.make_tensor("axes", TensorProto.INT64, [1], [1]))
-    return model, _info("two-outputs", inputs, outputs, 8)
+    axes = helper.make_tensor("axes", TensorProto.INT64, [1], [1])
+    return _model(nodes, inputs, outputs, (axes,)), _info("two-outputs", inputs, outputs, 8)
 
 
 def large_model() -> tuple[onnx.ModelProto, ModelInfo]:
@@ -138,15 +141,7 @@ def ppocr_det_info() -> ModelInfo:
         )
     ]
     outputs = [TensorInfo("sigmoid_0.tmp_0", "FP32", (-1, 1, -1, -1))]
-    return ModelInfo(
-        name="ppocr-det",
-        version="1.0.0",
-        backend="onnxruntime",
-        precision="fp32",
-        max_batch_size=4,
-        inputs=tuple(inputs),
-        outputs=tuple(outputs),
-    )
+    return _info("ppocr-det", inputs, outputs, 4, version="1.0.0")
 
 
 def ppocr_cls_info() -> ModelInfo:
@@ -163,12 +158,4 @@ def ppocr_cls_info() -> ModelInfo:
         )
     ]
     outputs = [TensorInfo("save_infer_model/scale_0.tmp_1", "FP32", (-1, 2))]
-    return ModelInfo(
-        name="ppocr-cls",
-        version="1.0.0",
-        backend="onnxruntime",
-        precision="fp32",
-        max_batch_size=32,
-        inputs=tuple(inputs),
-        outputs=tuple(outputs),
-    )
+    return _info("ppocr-cls", inputs, outputs, 32, version="1.0.0")
