@@ -207,27 +207,29 @@ def module_server(
         server.stop()
 
 
+def _compiled_source(factory: pytest.TempPathFactory, source: Path, info: ModelInfo) -> Path:
+    return compile_model_dir(source, info, factory.mktemp(info.name) / "model")
+
+
 def _compiled(
     factory: pytest.TempPathFactory, build: Callable[[], tuple[onnx.ModelProto, ModelInfo]]
 ) -> Path:
     model, info = build()
-    work = factory.mktemp(info.name)
-    onnx.save(model, work / "model.onnx")
-    return compile_model_dir(work / "model.onnx", info, work / "model")
+    source = factory.mktemp(info.name) / "model.onnx"
+    onnx.save(model, source)
+    return _compiled_source(factory, source, info)
 
 
 @pytest.fixture(scope="session")
 def det_dir(ppocr_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
     """PP-OCRv4 detection compiled for 1x3x32x32 .. 4x3x1280x1280."""
-    out = tmp_path_factory.mktemp("ppocr-det") / "model"
-    return compile_model_dir(ppocr_models["ppocr-det"], graphs.ppocr_det_info(), out)
+    return _compiled_source(tmp_path_factory, ppocr_models["ppocr-det"], graphs.ppocr_det_info())
 
 
 @pytest.fixture(scope="session")
 def cls_dir(ppocr_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
     """PP-OCR direction classifier compiled for batch 1..32."""
-    out = tmp_path_factory.mktemp("ppocr-cls") / "model"
-    return compile_model_dir(ppocr_models["ppocr-cls"], graphs.ppocr_cls_info(), out)
+    return _compiled_source(tmp_path_factory, ppocr_models["ppocr-cls"], graphs.ppocr_cls_info())
 
 
 @pytest.fixture(scope="session")
