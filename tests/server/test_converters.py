@@ -51,6 +51,9 @@ DTYPES = {
 }
 
 
+InputTensor = service_pb2.ModelInferRequest.InferInputTensor  # one input of a request
+
+
 def sample(datatype: str, shape: tuple[int, ...] = (2, 3)) -> np.ndarray:
     rng = np.random.default_rng(7)
     if datatype == "BOOL":
@@ -77,7 +80,7 @@ def test_raw_contents_decode_what_tritonclient_encodes(datatype: str) -> None:
 @pytest.mark.parametrize("datatype", [d for d in FIXED if d != "FP16"])
 def test_typed_contents_round_trip(datatype: str) -> None:
     array = sample(datatype)
-    tensor = service_pb2.ModelInferRequest.InferInputTensor(name="x")
+    tensor = InputTensor(name="x")
     assert from_array(tensor, array, typed=True) is None
     assert tensor.datatype == datatype and list(tensor.shape) == [2, 3]
     decoded = to_array(tensor, None)
@@ -86,16 +89,16 @@ def test_typed_contents_round_trip(datatype: str) -> None:
 
 
 def test_fp16_has_no_typed_contents_field() -> None:
-    tensor = service_pb2.ModelInferRequest.InferInputTensor(name="x", datatype="FP16", shape=[2])
+    tensor = InputTensor(name="x", datatype="FP16", shape=[2])
     tensor.contents.fp32_contents.extend([1.0, 2.0])
     with pytest.raises(InvalidArgument, match=r"'x': FP16 has no typed contents field.*raw"):
         to_array(tensor, None)
     with pytest.raises(UsageError, match="FP16 has no typed contents field"):
-        from_array(service_pb2.ModelInferRequest.InferInputTensor(), sample("FP16"), typed=True)
+        from_array(InputTensor(), sample("FP16"), typed=True)
 
 
 def test_typed_contents_in_the_wrong_field_name_both_fields() -> None:
-    tensor = service_pb2.ModelInferRequest.InferInputTensor(name="x", datatype="FP32", shape=[2])
+    tensor = InputTensor(name="x", datatype="FP32", shape=[2])
     tensor.contents.int_contents.extend([1, 2])
     with pytest.raises(
         InvalidArgument,
@@ -106,9 +109,7 @@ def test_typed_contents_in_the_wrong_field_name_both_fields() -> None:
 
 
 def test_typed_value_count_must_match_shape() -> None:
-    tensor = service_pb2.ModelInferRequest.InferInputTensor(
-        name="x", datatype="INT64", shape=[2, 3]
-    )
+    tensor = InputTensor(name="x", datatype="INT64", shape=[2, 3])
     tensor.contents.int64_contents.extend([1, 2, 3, 4, 5])
     with pytest.raises(
         InvalidArgument, match=r"contents.int64_contents holds 5 values, but shape \[2, 3\] needs 6"
@@ -117,7 +118,7 @@ def test_typed_value_count_must_match_shape() -> None:
 
 
 def test_typed_values_outside_the_datatype_range_are_refused() -> None:
-    tensor = service_pb2.ModelInferRequest.InferInputTensor(name="x", datatype="UINT8", shape=[2])
+    tensor = InputTensor(name="x", datatype="UINT8", shape=[2])
     tensor.contents.uint_contents.extend([1, 300])
     with pytest.raises(InvalidArgument, match="outside UINT8's range"):
         to_array(tensor, None)
@@ -125,9 +126,7 @@ def test_typed_values_outside_the_datatype_range_are_refused() -> None:
 
 def test_raw_byte_length_must_equal_shape_times_element_size() -> None:
     array = np.zeros((1, 3, 4, 4), dtype=np.float64)  # FP64 data labelled FP32 (C17)
-    tensor = service_pb2.ModelInferRequest.InferInputTensor(
-        name="x", datatype="FP32", shape=[1, 3, 4, 4]
-    )
+    tensor = InputTensor(name="x", datatype="FP32", shape=[1, 3, 4, 4])
     with pytest.raises(InvalidArgument) as info:
         to_array(tensor, array.tobytes())
     assert str(info.value) == (
@@ -137,12 +136,10 @@ def test_raw_byte_length_must_equal_shape_times_element_size() -> None:
 
 
 def test_unknown_datatype_and_negative_dims_are_refused() -> None:
-    tensor = service_pb2.ModelInferRequest.InferInputTensor(name="x", datatype="FLOAT", shape=[1])
+    tensor = InputTensor(name="x", datatype="FLOAT", shape=[1])
     with pytest.raises(InvalidArgument, match="'FLOAT' is not a KServe v2 datatype"):
         to_array(tensor, b"\0\0\0\0")
-    tensor = service_pb2.ModelInferRequest.InferInputTensor(
-        name="x", datatype="FP32", shape=[-1, 2]
-    )
+    tensor = InputTensor(name="x", datatype="FP32", shape=[-1, 2])
     with pytest.raises(InvalidArgument, match=r"shape \[-1, 2\] has a negative dim"):
         to_array(tensor, b"")
 
@@ -159,9 +156,7 @@ def test_bytes_raw_with_an_empty_element_decodes_what_tritonclient_encodes() -> 
 
 def test_bytes_prefix_claiming_more_than_follows_is_invalid() -> None:
     raw = struct.pack("<I", 3) + b"abc" + struct.pack("<I", 50) + b"short"
-    tensor = service_pb2.ModelInferRequest.InferInputTensor(
-        name="text", datatype="BYTES", shape=[2]
-    )
+    tensor = InputTensor(name="text", datatype="BYTES", shape=[2])
     with pytest.raises(
         InvalidArgument,
         match=r"'text': raw_input_contents: BYTES element 1 claims 50 bytes "
@@ -178,7 +173,7 @@ def test_bytes_cut_prefix_missing_elements_and_leftovers_are_invalid() -> None:
 
 
 def test_bytes_contents_typed_and_encoding_round_trip() -> None:
-    tensor = service_pb2.ModelInferRequest.InferInputTensor(name="t", datatype="BYTES", shape=[3])
+    tensor = InputTensor(name="t", datatype="BYTES", shape=[3])
     tensor.contents.bytes_contents.extend([b"a", b"", b"ccc"])
     assert to_array(tensor, None).tolist() == [b"a", b"", b"ccc"]
     assert decode_bytes(encode_bytes([b"a", b"", b"ccc"]), 3, "t") == [b"a", b"", b"ccc"]
