@@ -25,12 +25,17 @@ from test_stage import CLS_INFO
 OUTPUT = "save_infer_model/scale_0.tmp_1"
 
 
+def build_cls(source: Path, out: Path, **options: object) -> Manifest:
+    """The builder stage on the PP-OCR classifier ``source`` into ``out``; ``options``
+    (checks, samples) go to :func:`build_model_dir`."""
+    return build_model_dir(CompileRequest(CLS_INFO, source, out), "sha256:spec", out, **options)
+
+
 @pytest.fixture(scope="module")
 def cls_engine(ppocr_models: dict[str, Path], tmp_path_factory) -> tuple[Path, Manifest]:
     """The classifier compiled once (no gates) for this module's tests."""
     out = tmp_path_factory.mktemp("cls") / "model"
-    source = ppocr_models["ppocr-cls"]
-    return out, build_model_dir(CompileRequest(CLS_INFO, source, out), "sha256:spec", out)
+    return out, build_cls(ppocr_models["ppocr-cls"], out)
 
 
 def perturbed_engine(model_dir: Path, tmp_path: Path, scale: float = 0.05):
@@ -53,12 +58,7 @@ def test_accuracy_gate_passes_at_fp32_and_its_report_is_in_the_manifest(
     ppocr_models: dict[str, Path], tmp_path: Path
 ) -> None:
     out = tmp_path / "model"
-    manifest = build_model_dir(
-        CompileRequest(CLS_INFO, ppocr_models["ppocr-cls"], out),
-        "sha256:spec",
-        out,
-        checks={"accuracy": {"atol": 1e-5}},
-    )
+    manifest = build_cls(ppocr_models["ppocr-cls"], out, checks={"accuracy": {"atol": 1e-5}})
     report = manifest.report["accuracy"]
     assert report["passed"] and report["samples"] == ["random (seed 0) at the opt shapes"]
     stats = report["outputs"][OUTPUT]
@@ -99,13 +99,7 @@ def test_accuracy_gate_reads_sample_files(ppocr_models, tmp_path: Path) -> None:
     samples = tmp_path / "samples.npz"
     np.savez(samples, x=np.random.default_rng(3).random((2, 3, 48, 192), dtype=np.float32))
     out = tmp_path / "gated"
-    built = build_model_dir(
-        CompileRequest(CLS_INFO, ppocr_models["ppocr-cls"], out),
-        "sha256:spec",
-        out,
-        checks={"accuracy": {}},
-        samples=[samples],
-    )
+    built = build_cls(ppocr_models["ppocr-cls"], out, checks={"accuracy": {}}, samples=[samples])
     assert built.report["accuracy"]["samples"] == ["samples.npz"]
     assert built.report["accuracy"]["outputs"][OUTPUT]["passed"]
 
