@@ -27,6 +27,18 @@ def infer(server: RunningServer, model: str, array: np.ndarray, **options: objec
     return result.as_numpy(CLS_OUT if model == "ppocr-cls" else DET_OUT)
 
 
+def assert_concurrent_results_match_onnxruntime(
+    server: RunningServer, model: str, source: Path, images: list[np.ndarray]
+) -> None:
+    """Send ``images`` at once (one thread each) to ``model`` and compare every caller's
+    result with ONNX Runtime on ``source`` (atol 1e-4)."""
+    with ThreadPoolExecutor(len(images)) as pool:
+        results = list(pool.map(lambda image: infer(server, model, image), images))
+    session = ort.InferenceSession(str(source))
+    for image, got in zip(images, results, strict=True):
+        np.testing.assert_allclose(got, session.run(None, {"x": image})[0], atol=1e-4)
+
+
 def status_of(call: Callable[[], object]) -> str:
     try:
         call()
@@ -46,11 +58,9 @@ def test_concurrent_requests_are_batched_and_each_caller_gets_its_rows(
     )
     rng = np.random.default_rng(5)
     images = [rng.random((1, 3, 48, 192), dtype=np.float32) for _ in range(16)]
-    with ThreadPoolExecutor(16) as pool:
-        results = list(pool.map(lambda image: infer(server, "ppocr-cls", image), images))
-    session = ort.InferenceSession(str(ppocr_models["ppocr-cls"]))
-    for image, got in zip(images, results, strict=True):
-        np.testing.assert_allclose(got, session.run(None, {"x": image})[0], atol=1e-4)
+    assert_concurrent_results_match_onnxruntime(
+        server, "ppocr-cls", ppocr_models["ppocr-cls"], images
+    )
     labels = {"model": "ppocr-cls", "version": "1.0.0"}
     assert server.metric("nv_inference_count", **labels) == 16
     assert server.metric("nv_inference_request_success", **labels) == 16
@@ -67,11 +77,9 @@ def test_requests_of_different_shapes_run_apart_and_stay_correct(
     server = start_server(det_dir, MMAAS_DYNAMIC_BATCHING="true", MMAAS_MAX_QUEUE_DELAY_US="100000")
     rng = np.random.default_rng(6)
     images = [rng.random((1, 3, 64, 64 + 32 * (i % 2)), dtype=np.float32) for i in range(4)]
-    with ThreadPoolExecutor(4) as pool:
-        results = list(pool.map(lambda image: infer(server, "ppocr-det", image), images))
-    session = ort.InferenceSession(str(ppocr_models["ppocr-det"]))
-    for image, got in zip(images, results, strict=True):
-        np.testing.assert_allclose(got, session.run(None, {"x": image})[0], atol=1e-4)
+    assert_concurrent_results_match_onnxruntime(
+        server, "ppocr-det", ppocr_models["ppocr-det"], images
+    )
     assert server.metric("nv_inference_exec_count", model="ppocr-det") >= 2
 
 
