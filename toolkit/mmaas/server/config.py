@@ -51,27 +51,18 @@ def to_model_config(info: ModelInfo, facts: ConfigFacts) -> Any:
     """Triton ModelConfig of the served model (what ``get_model_config`` shows)."""
     skip = 1 if info.max_batch_size > 0 else 0
 
-    def data_type(datatype: str) -> int:
-        name = "TYPE_STRING" if datatype == "BYTES" else f"TYPE_{datatype}"
-        return int(model_config_pb2.DataType.Value(name))
+    def tensor(kind: Any, t: TensorInfo) -> Any:  # kind: ModelInput or ModelOutput
+        name = "TYPE_STRING" if t.datatype == "BYTES" else f"TYPE_{t.datatype}"
+        data_type = int(model_config_pb2.DataType.Value(name))
+        return kind(name=t.name, data_type=data_type, dims=list(t.shape[skip:]))
 
     config = model_config_pb2.ModelConfig(
         name=info.name,
         platform=PLATFORMS.get(info.backend, ""),
         backend=info.backend,
         max_batch_size=info.max_batch_size,
-        input=[
-            model_config_pb2.ModelInput(
-                name=t.name, data_type=data_type(t.datatype), dims=list(t.shape[skip:])
-            )
-            for t in info.inputs
-        ],
-        output=[
-            model_config_pb2.ModelOutput(
-                name=t.name, data_type=data_type(t.datatype), dims=list(t.shape[skip:])
-            )
-            for t in info.outputs
-        ],
+        input=[tensor(model_config_pb2.ModelInput, t) for t in info.inputs],
+        output=[tensor(model_config_pb2.ModelOutput, t) for t in info.outputs],
         instance_group=[
             model_config_pb2.ModelInstanceGroup(
                 count=facts.instance_count,
