@@ -104,6 +104,7 @@ def test_cold_build_compiled_and_cached_the_engine(model: Model) -> None:
     assert sorted(p.name for p in entry.iterdir()) == [
         "manifest.json",
         "model.ort.onnx",
+        "model.ort.onnx.data",
         "report.json",
     ]
 
