@@ -248,14 +248,23 @@ def _reusable(out_dir: Path, spec_digest: str, source: Path) -> bool:
     )
 
 
-def engine_labels(manifest: Manifest, plan_digest: str, revision: str | None) -> dict[str, str]:
-    """Labels that identify the engine inside the image (known only after the build)."""
+def identity_labels(manifest: Manifest) -> dict[str, str]:
+    """The labels that must equal the manifest: the engine's blake3 and sha256, the
+    blake3 of each engine data file (comma-separated, in manifest order; absent when the
+    engine is one file) and the manifest's own digest."""
     labels = {
         "io.mmaas.engine.blake3": manifest.engine.blake3,
         "io.mmaas.engine.sha256": manifest.engine.sha256,
         "io.mmaas.manifest.digest": manifest.manifest_digest,
-        "io.mmaas.plan.digest": plan_digest,
     }
+    if manifest.engine_data:
+        labels["io.mmaas.engine-data.blake3"] = ",".join(f.blake3 for f in manifest.engine_data)
+    return labels
+
+
+def engine_labels(manifest: Manifest, plan_digest: str, revision: str | None) -> dict[str, str]:
+    """Labels that identify the engine inside the image (known only after the build)."""
+    labels = {**identity_labels(manifest), "io.mmaas.plan.digest": plan_digest}
     if revision:
         labels["org.opencontainers.image.revision"] = revision
     return labels
@@ -276,11 +285,7 @@ def verify_image(image: str) -> Manifest:
 def check_labels(image: str, manifest: Manifest) -> None:
     """Raise IntegrityError when ``image``'s engine labels differ from ``manifest``."""
     labels = docker_engine.image_labels(image)
-    expected = {
-        "io.mmaas.engine.blake3": manifest.engine.blake3,
-        "io.mmaas.engine.sha256": manifest.engine.sha256,
-        "io.mmaas.manifest.digest": manifest.manifest_digest,
-    }
+    expected = identity_labels(manifest)
     wrong = {k: labels.get(k) for k, v in expected.items() if labels.get(k) != v}
     if wrong:
         details = ", ".join(f"{k}={v!r} (manifest: {expected[k]})" for k, v in wrong.items())
