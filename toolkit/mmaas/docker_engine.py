@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from mmaas import proc
 from mmaas.errors import DockerError, ProcessError
@@ -79,10 +80,10 @@ def client() -> DockerClient:
                       "client found"]) + ")", hint=START_HINT)
 
 
-def _has_buildkit(binary: str, versions: Mapping[str, object]) -> bool:
+def _has_buildkit(binary: str, versions: Mapping[str, Any]) -> bool:
     if proc.run([binary, "buildx", "version"], check=False).returncode == 0:
         return True
-    client_version = str(versions.get("Client", {}).get("Version", "0"))  # type: ignore[union-attr]
+    client_version = str((versions.get("Client") or {}).get("Version", "0"))
     return int(client_version.split(".")[0] or 0) < 23
 
 
@@ -146,7 +147,7 @@ def add_labels(tag: str, labels: Mapping[str, str]) -> str:
         return build(Path(scratch), dockerfile, tag, labels=labels, echo=False)
 
 
-def inspect_image(image: str) -> dict[str, object]:
+def inspect_image(image: str) -> dict[str, Any]:
     """``docker image inspect`` of one image as a dict.
 
     Raises:
@@ -156,14 +157,14 @@ def inspect_image(image: str) -> dict[str, object]:
     if result.returncode != 0:
         raise DockerError(f"no image {image!r} in the local Docker engine",
                           hint="build it with `mmaas build` or pull it first")
-    data: list[dict[str, object]] = json.loads(result.stdout)
+    data: list[dict[str, Any]] = json.loads(result.stdout)
     return data[0]
 
 
 def image_labels(image: str) -> dict[str, str]:
     """The labels of a local image (empty dict when it has none)."""
     config = inspect_image(image).get("Config") or {}
-    return dict(config.get("Labels") or {})  # type: ignore[union-attr]
+    return dict(config.get("Labels") or {})
 
 
 def copy_from_image(image: str, source: str, dest: Path) -> Path:

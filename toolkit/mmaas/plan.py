@@ -205,7 +205,7 @@ def engine_inputs(
     ``requirements-tensorrt.txt``. Their bytes are part of the engine-cache key."""
     folder = model_dir or source.parent
     samples = spec.checks.accuracy.samples if spec.checks.accuracy else []
-    modules = (*STAGE_MODULES, f"backends/{spec.backend}.py")
+    modules: tuple[str, ...] = (*STAGE_MODULES, f"backends/{spec.backend}.py")
     extra: tuple[ContextFile, ...] = ()
     if spec.backend == "tensorrt":
         modules = (*STAGE_MODULES, *TENSORRT_STAGE_MODULES)

@@ -204,7 +204,7 @@ def _cpuinfo() -> tuple[str, set[str]]:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
         return platform.processor() or "unknown", set()
-    model, flags = "unknown", set()
+    model, flags = "unknown", set[str]()
     for line in text.splitlines():
         key, _, value = line.partition(":")
         if key.strip() == "model name" and model == "unknown":

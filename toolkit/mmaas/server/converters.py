@@ -49,6 +49,10 @@ class Tensor(Protocol):
     shape: Any
     contents: Any
 
+    def HasField(self, field_name: str) -> bool:
+        """protobuf's presence test, e.g. ``HasField("contents")``."""
+        ...
+
 
 def to_array(tensor: Tensor, raw: bytes | None) -> np.ndarray:
     """Decode one tensor from ``raw`` (its raw contents entry) or, when ``raw`` is None,

@@ -59,7 +59,7 @@ def load_instances(settings: Settings, manifest: Manifest) -> list[Engine]:
     threads = threads_per_instance(settings)
     warmup = sample_inputs(manifest.model, "opt")
     outputs = [tensor.name for tensor in manifest.model.outputs]
-    engines = []
+    engines: list[Engine] = []
     for _ in range(settings.instance_count):
         started = time.perf_counter()
         engine = backend.load(settings.model_dir, manifest, threads)

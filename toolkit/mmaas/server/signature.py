@@ -80,9 +80,11 @@ def _check_tensor(tensor: TensorInfo, datatype: str, shape: tuple[int, ...]) -> 
             f"rank {len(tensor.shape)} like {list(tensor.shape)}"
         )
     low = tensor.min or tuple(max(dim, 0) for dim in tensor.shape)
-    high = tensor.max or tuple(dim if dim > 0 else None for dim in tensor.shape)
+    high: tuple[int | None, ...] = tensor.max or tuple(
+        dim if dim > 0 else None for dim in tensor.shape)
     for axis, dim in enumerate(shape):
-        if dim < low[axis] or (high[axis] is not None and dim > high[axis]):
+        top = high[axis]
+        if dim < low[axis] or (top is not None and dim > top):
             raise InvalidArgument(
                 f"{where}: shape {list(shape)} is outside the optimization profile: axis "
                 f"{axis} is {dim}, allowed {_allowed(low[axis], high[axis])} "
