@@ -68,9 +68,13 @@ def main() -> None:
     width, height = (int(v) for v in args.size.split("x"))
     array = det_input(render_text_image(width, height))
     output, latency_ms = infer(args.url, args.model, array)
-    report = {"model": args.model, "input_shape": list(array.shape),
-              "output_shape": list(output.shape), "latency_ms": round(latency_ms, 1),
-              "text_pixels": int((output > 0.3).sum())}
+    report = {
+        "model": args.model,
+        "input_shape": list(array.shape),
+        "output_shape": list(output.shape),
+        "latency_ms": round(latency_ms, 1),
+        "text_pixels": int((output > 0.3).sum()),
+    }
     if args.onnx:
         import onnxruntime as ort
 

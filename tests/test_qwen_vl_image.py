@@ -35,8 +35,12 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def served(model_dir: Path, docker_cli: list[str], base_image: str):
-    built = subprocess.run([str(Path(sys.executable).parent / "mmaas"), "build", str(model_dir),
-                            "--json"], capture_output=True, text=True, check=False)
+    built = subprocess.run(
+        [str(Path(sys.executable).parent / "mmaas"), "build", str(model_dir), "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert built.returncode == 0, built.stderr[-3000:]
     assert json.loads(built.stdout)["image"] == IMAGE
     try:
@@ -48,8 +52,9 @@ def served(model_dir: Path, docker_cli: list[str], base_image: str):
 
 
 @pytest.mark.parametrize("size", [(448, 448), (532, 336)], ids=["opt-448x448", "532x336"])
-def test_two_real_pictures_equal_in_process_onnxruntime(served, model_dir: Path, tmp_path: Path,
-                                                        size: tuple[int, int]) -> None:
+def test_two_real_pictures_equal_in_process_onnxruntime(
+    served, model_dir: Path, tmp_path: Path, size: tuple[int, int]
+) -> None:
     picture = tmp_path / "picture.png"
     gradient = np.linspace(0, 255, size[0] * size[1] * 3).reshape(size[1], size[0], 3)
     Image.fromarray(gradient.astype(np.uint8)).save(picture)

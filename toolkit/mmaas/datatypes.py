@@ -42,8 +42,9 @@ def to_numpy(datatype: str) -> np.dtype:
     try:
         return NUMPY_BY_DATATYPE[datatype]
     except KeyError as exc:
-        raise UsageError(f"unknown datatype {datatype!r}; KServe v2 datatypes are "
-                         f"{', '.join(NUMPY_BY_DATATYPE)}") from exc
+        raise UsageError(
+            f"unknown datatype {datatype!r}; KServe v2 datatypes are {', '.join(NUMPY_BY_DATATYPE)}"
+        ) from exc
 
 
 def from_numpy(dtype: np.dtype) -> str:

@@ -23,8 +23,10 @@ from typing import Any
 from mmaas import proc
 from mmaas.errors import DockerError, ProcessError
 
-START_HINT = ("start the engine (as root: `dockerd &`, or run scripts/setup.sh), or point "
-              "MMAAS_DOCKER at a client that reaches one")
+START_HINT = (
+    "start the engine (as root: `dockerd &`, or run scripts/setup.sh), or point "
+    "MMAAS_DOCKER at a client that reaches one"
+)
 
 
 @dataclass(frozen=True)
@@ -58,26 +60,37 @@ def client() -> DockerClient:
     Raises:
         DockerError: no candidate client reaches a Docker engine (says how to start one).
     """
-    candidates = [os.environ["MMAAS_DOCKER"]] if os.environ.get("MMAAS_DOCKER") else \
-        [path for path in (shutil.which("docker"), "/usr/bin/docker") if path]
+    candidates = (
+        [os.environ["MMAAS_DOCKER"]]
+        if os.environ.get("MMAAS_DOCKER")
+        else [path for path in (shutil.which("docker"), "/usr/bin/docker") if path]
+    )
     reachable: list[DockerClient] = []
     problems = []
     for binary in dict.fromkeys(candidates):
         try:
-            versions = json.loads(proc.run([binary, "version", "--format", "{{json .}}"],
-                                           what="docker version").stdout)
+            versions = json.loads(
+                proc.run(
+                    [binary, "version", "--format", "{{json .}}"], what="docker version"
+                ).stdout
+            )
         except (ProcessError, ValueError) as exc:
             problems.append(f"{binary}: {str(exc).splitlines()[0]}")
             continue
-        found = DockerClient(binary, _has_buildkit(binary, versions),
-                             versions.get("Server", {}).get("Version", "unknown"))
+        found = DockerClient(
+            binary,
+            _has_buildkit(binary, versions),
+            versions.get("Server", {}).get("Version", "unknown"),
+        )
         if found.buildkit:
             return found
         reachable.append(found)
     if reachable:
         return reachable[0]
-    raise DockerError("cannot reach a Docker engine (" + "; ".join(problems or ["no docker "
-                      "client found"]) + ")", hint=START_HINT)
+    raise DockerError(
+        "cannot reach a Docker engine (" + "; ".join(problems or ["no docker client found"]) + ")",
+        hint=START_HINT,
+    )
 
 
 def _has_buildkit(binary: str, versions: Mapping[str, Any]) -> bool:
@@ -87,8 +100,13 @@ def _has_buildkit(binary: str, versions: Mapping[str, Any]) -> bool:
     return int(client_version.split(".")[0] or 0) < 23
 
 
-def run(args: Sequence[str], *, config: Path | None = None, input_bytes: bytes | None = None,
-        check: bool = False) -> subprocess.CompletedProcess[str]:
+def run(
+    args: Sequence[str],
+    *,
+    config: Path | None = None,
+    input_bytes: bytes | None = None,
+    check: bool = False,
+) -> subprocess.CompletedProcess[str]:
     """Run the chosen client with ``args`` and capture its output. ``config`` selects a
     Docker config directory (``docker --config DIR``, e.g. a throw-away login);
     ``input_bytes`` go to stdin (``login --password-stdin``: never a password on argv).
@@ -97,12 +115,23 @@ def run(args: Sequence[str], *, config: Path | None = None, input_bytes: bytes |
         ProcessError: ``check`` is set and the client exits non-zero.
     """
     prefix = ["--config", str(config)] if config is not None else []
-    return proc.run(client().argv(*prefix, *args), input_bytes=input_bytes, check=check,
-                    what=f"docker {args[0]}")
+    return proc.run(
+        client().argv(*prefix, *args),
+        input_bytes=input_bytes,
+        check=check,
+        what=f"docker {args[0]}",
+    )
 
 
-def build(context: Path, dockerfile: Path, tag: str, *, labels: Mapping[str, str] | None = None,
-          target: str | None = None, echo: bool = True) -> str:
+def build(
+    context: Path,
+    dockerfile: Path,
+    tag: str,
+    *,
+    labels: Mapping[str, str] | None = None,
+    target: str | None = None,
+    echo: bool = True,
+) -> str:
     """``docker build`` the staged ``context``; stream progress to stderr; return the
     image id (``sha256:<hex>``).
 
@@ -112,20 +141,27 @@ def build(context: Path, dockerfile: Path, tag: str, *, labels: Mapping[str, str
     docker = client()
     with tempfile.TemporaryDirectory(prefix="mmaas-iid-") as scratch:
         iidfile = Path(scratch) / "iid"
-        argv = docker.argv("build", *build_args(dockerfile, tag, labels or {}, target,
-                                                docker.buildkit),
-                           "--iidfile", str(iidfile), str(context))
+        argv = docker.argv(
+            "build",
+            *build_args(dockerfile, tag, labels or {}, target, docker.buildkit),
+            "--iidfile",
+            str(iidfile),
+            str(context),
+        )
         try:
             proc.stream(argv, env=docker.build_env, echo=echo, what="docker build")
         except ProcessError as exc:
-            raise DockerError(f"docker build of {tag} failed (exit {exc.returncode})\n"
-                              f"  last output:\n" + "\n".join(
-                                  "    " + line for line in exc.output_tail.splitlines())) from exc
+            raise DockerError(
+                f"docker build of {tag} failed (exit {exc.returncode})\n"
+                f"  last output:\n"
+                + "\n".join("    " + line for line in exc.output_tail.splitlines())
+            ) from exc
         return iidfile.read_text().strip()
 
 
-def build_args(dockerfile: Path, tag: str, labels: Mapping[str, str], target: str | None,
-               buildkit: bool) -> list[str]:
+def build_args(
+    dockerfile: Path, tag: str, labels: Mapping[str, str], target: str | None, buildkit: bool
+) -> list[str]:
     """The ``docker build`` arguments (without the client and context), for display too."""
     args = ["--file", str(dockerfile), "--tag", tag]
     if buildkit:
@@ -155,8 +191,10 @@ def inspect_image(image: str) -> dict[str, Any]:
     """
     result = run(["image", "inspect", image])
     if result.returncode != 0:
-        raise DockerError(f"no image {image!r} in the local Docker engine",
-                          hint="build it with `mmaas build` or pull it first")
+        raise DockerError(
+            f"no image {image!r} in the local Docker engine",
+            hint="build it with `mmaas build` or pull it first",
+        )
     data: list[dict[str, Any]] = json.loads(result.stdout)
     return data[0]
 
@@ -177,8 +215,13 @@ def copy_from_image(image: str, source: str, dest: Path) -> Path:
     return dest
 
 
-def run_argv(image: str, *, ports: Sequence[int] = (), env: Mapping[str, str] | None = None,
-             name: str | None = None) -> list[str]:
+def run_argv(
+    image: str,
+    *,
+    ports: Sequence[int] = (),
+    env: Mapping[str, str] | None = None,
+    name: str | None = None,
+) -> list[str]:
     """The ``docker run`` argv that serves ``image`` publishing ``ports`` on loopback."""
     argv = client().argv("run", "--rm", "--init")
     if name:

@@ -55,8 +55,11 @@ class SpecProblem:
             where += f":{self.line}"
             if self.column is not None:
                 where += f":{self.column}"
-        return f"{where}: {self.key_path}: {self.message}" if self.key_path else \
-            f"{where}: {self.message}"
+        return (
+            f"{where}: {self.key_path}: {self.message}"
+            if self.key_path
+            else f"{where}: {self.message}"
+        )
 
 
 class SpecError(MmaasError):
@@ -93,8 +96,15 @@ class ProcessError(MmaasError):
         output_tail: the last lines of its combined output (at most ~40 lines).
     """
 
-    def __init__(self, message: str, *, argv: Sequence[str], returncode: int,
-                 output_tail: str = "", hint: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        argv: Sequence[str],
+        returncode: int,
+        output_tail: str = "",
+        hint: str | None = None,
+    ) -> None:
         super().__init__(message, hint=hint)
         self.argv = list(argv)
         self.returncode = returncode
@@ -104,7 +114,8 @@ class ProcessError(MmaasError):
         text = super().__str__()
         if self.output_tail:
             text += "\n  last output:\n" + "\n".join(
-                "    " + line for line in self.output_tail.splitlines())
+                "    " + line for line in self.output_tail.splitlines()
+            )
         return text
 
 

@@ -160,6 +160,8 @@ def external_data_files(path: Path) -> tuple[str, ...]:
     }
     for location in locations:
         if Path(location).is_absolute() or ".." in Path(location).parts:
-            raise SourceError(f"{path}: external data location {location!r} leaves the "
-                              "model's folder; save the weights beside the .onnx file")
+            raise SourceError(
+                f"{path}: external data location {location!r} leaves the "
+                "model's folder; save the weights beside the .onnx file"
+            )
     return tuple(sorted(locations))

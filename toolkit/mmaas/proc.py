@@ -18,9 +18,15 @@ from mmaas.errors import ProcessError
 TAIL_LINES = 40
 
 
-def run(argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: Path | None = None,
-        input_bytes: bytes | None = None, check: bool = True,
-        what: str | None = None) -> subprocess.CompletedProcess[str]:
+def run(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    input_bytes: bytes | None = None,
+    check: bool = True,
+    what: str | None = None,
+) -> subprocess.CompletedProcess[str]:
     """Run ``argv`` to completion and capture stdout and stderr as text.
 
     Args:
@@ -35,24 +41,44 @@ def run(argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: Path 
         ProcessError: the program is missing, or exits non-zero while ``check`` is set.
     """
     try:
-        done = subprocess.run(list(argv), env=_merged(env), cwd=cwd, input=input_bytes,
-                              capture_output=True, check=False)
+        done = subprocess.run(
+            list(argv),
+            env=_merged(env),
+            cwd=cwd,
+            input=input_bytes,
+            capture_output=True,
+            check=False,
+        )
     except FileNotFoundError as exc:
-        raise ProcessError(f"{what or argv[0]}: program not found ({argv[0]})",
-                           argv=argv, returncode=127) from exc
-    result = subprocess.CompletedProcess(done.args, done.returncode,
-                                         done.stdout.decode(errors="replace"),
-                                         done.stderr.decode(errors="replace"))
+        raise ProcessError(
+            f"{what or argv[0]}: program not found ({argv[0]})", argv=argv, returncode=127
+        ) from exc
+    result = subprocess.CompletedProcess(
+        done.args,
+        done.returncode,
+        done.stdout.decode(errors="replace"),
+        done.stderr.decode(errors="replace"),
+    )
     if check and result.returncode != 0:
         tail = "\n".join((result.stdout + result.stderr).splitlines()[-TAIL_LINES:])
-        raise ProcessError(f"{what or argv[0]} failed with exit code {result.returncode}",
-                           argv=argv, returncode=result.returncode, output_tail=tail)
+        raise ProcessError(
+            f"{what or argv[0]} failed with exit code {result.returncode}",
+            argv=argv,
+            returncode=result.returncode,
+            output_tail=tail,
+        )
     return result
 
 
-def stream(argv: Sequence[str], *, env: Mapping[str, str] | None = None,
-           cwd: Path | None = None, input_bytes: bytes | None = None,
-           echo: bool = True, what: str | None = None) -> str:
+def stream(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    input_bytes: bytes | None = None,
+    echo: bool = True,
+    what: str | None = None,
+) -> str:
     """Run ``argv``, echoing its combined output line by line to stderr while it runs.
 
     Returns the full output. Used for long jobs (docker build) whose progress the user
@@ -64,12 +90,18 @@ def stream(argv: Sequence[str], *, env: Mapping[str, str] | None = None,
     lines: list[str] = []
     tail: deque[str] = deque(maxlen=TAIL_LINES)
     try:
-        proc = subprocess.Popen(list(argv), env=_merged(env), cwd=cwd,
-                                stdin=subprocess.PIPE if input_bytes is not None else None,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            list(argv),
+            env=_merged(env),
+            cwd=cwd,
+            stdin=subprocess.PIPE if input_bytes is not None else None,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
     except FileNotFoundError as exc:
-        raise ProcessError(f"{what or argv[0]}: program not found ({argv[0]})",
-                           argv=argv, returncode=127) from exc
+        raise ProcessError(
+            f"{what or argv[0]}: program not found ({argv[0]})", argv=argv, returncode=127
+        ) from exc
     if input_bytes is not None and proc.stdin is not None:
         proc.stdin.write(input_bytes)
         proc.stdin.close()
@@ -83,8 +115,12 @@ def stream(argv: Sequence[str], *, env: Mapping[str, str] | None = None,
             sys.stderr.flush()
     code = proc.wait()
     if code != 0:
-        raise ProcessError(f"{what or argv[0]} failed with exit code {code}",
-                           argv=argv, returncode=code, output_tail="\n".join(tail))
+        raise ProcessError(
+            f"{what or argv[0]} failed with exit code {code}",
+            argv=argv,
+            returncode=code,
+            output_tail="\n".join(tail),
+        )
     return "".join(lines)
 
 

@@ -109,8 +109,13 @@ class PushResult:
 
     def to_json(self) -> dict[str, object]:
         """The fields plus ``reference``, as ``--json`` outputs print them."""
-        return {"repository": self.repository, "tags": list(self.tags), "digest": self.digest,
-                "reference": self.reference, "engine": self.engine}
+        return {
+            "repository": self.repository,
+            "tags": list(self.tags),
+            "digest": self.digest,
+            "reference": self.reference,
+            "engine": self.engine,
+        }
 
 
 def parse_registry(text: str) -> RegistryTarget:
@@ -287,4 +292,3 @@ def retried(call: Callable[[], str], host: str, attempts: int, backoff_s: float)
             LOG.warning("%s; retrying in %.1f s", exc.message, delay)
             time.sleep(delay)
             attempt += 1
-

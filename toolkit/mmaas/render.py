@@ -20,8 +20,13 @@ def render_dockerfile(plan: BuildPlan) -> str:
         jinja2.UndefinedError: the template uses a value the plan does not provide (a bug).
     """
     environment = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(TEMPLATES_DIR), undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, autoescape=False)
+        loader=jinja2.FileSystemLoader(TEMPLATES_DIR),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
     environment.filters["quote"] = _quote
     body = environment.get_template(plan.template).render(**plan.values)
     header = f"# Rendered by mmaas from templates/{plan.template}; plan {plan.digest}\n"

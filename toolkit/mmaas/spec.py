@@ -25,8 +25,22 @@ from mmaas.hashing import bytes_digest
 Backend = Literal["onnxruntime", "tensorrt"]
 Precision = Literal["fp32", "tf32", "fp16", "bf16", "int8", "fp8"]
 # KServe v2 tensor datatypes (kserve/open-inference-protocol, "Tensor Data Types").
-Datatype = Literal["BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32",
-                   "INT64", "FP16", "FP32", "FP64", "BF16", "BYTES"]
+Datatype = Literal[
+    "BOOL",
+    "UINT8",
+    "UINT16",
+    "UINT32",
+    "UINT64",
+    "INT8",
+    "INT16",
+    "INT32",
+    "INT64",
+    "FP16",
+    "FP32",
+    "FP64",
+    "BF16",
+    "BYTES",
+]
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,127}$"
 SHAPE_TEXT = re.compile(r"^\d+(x\d+)*$")
@@ -53,17 +67,25 @@ def parse_shape(value: object) -> tuple[int, ...]:
     dims: list[int] = []
     for axis, dim in enumerate(value):
         if isinstance(dim, bool) or not isinstance(dim, int) or dim <= 0:
-            raise ValueError(f"axis {axis}: {dim!r} is not a positive integer; profile shapes "
-                             "are concrete sizes (dynamic dims are given by min/opt/max)")
+            raise ValueError(
+                f"axis {axis}: {dim!r} is not a positive integer; profile shapes "
+                "are concrete sizes (dynamic dims are given by min/opt/max)"
+            )
         dims.append(dim)
     return tuple(dims)
 
 
 ProfileShape = Annotated[
-    tuple[int, ...], BeforeValidator(parse_shape),
-    WithJsonSchema({"anyOf": [
-        {"type": "array", "items": {"type": "integer", "minimum": 1}},
-        {"type": "string", "pattern": r"^\s*(\d+(x\d+)*|scalar)\s*$"}]}),
+    tuple[int, ...],
+    BeforeValidator(parse_shape),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "array", "items": {"type": "integer", "minimum": 1}},
+                {"type": "string", "pattern": r"^\s*(\d+(x\d+)*|scalar)\s*$"},
+            ]
+        }
+    ),
 ]
 
 

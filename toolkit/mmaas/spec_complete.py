@@ -84,14 +84,18 @@ class _Completer:
         if batching is None:
             return
         if batch == 0:
-            self.report(("runtime", "dynamic_batching"),
-                        "dynamic batching needs a batch axis; set max_batch_size above 0 or "
-                        "remove runtime.dynamic_batching")
+            self.report(
+                ("runtime", "dynamic_batching"),
+                "dynamic batching needs a batch axis; set max_batch_size above 0 or "
+                "remove runtime.dynamic_batching",
+            )
         for index, size in enumerate(batching.preferred_batch_size):
             if batch and size > batch:
-                self.report(("runtime", "dynamic_batching", "preferred_batch_size", index),
-                            f"preferred batch size {size} exceeds max_batch_size {batch}; "
-                            f"use a size from 1 to {batch}")
+                self.report(
+                    ("runtime", "dynamic_batching", "preferred_batch_size", index),
+                    f"preferred batch size {size} exceeds max_batch_size {batch}; "
+                    f"use a size from 1 to {batch}",
+                )
 
     def tensors(
         self, role: str, entries: Sequence[TensorSpec], declared: Sequence[GraphTensor]

@@ -65,8 +65,9 @@ class CompileResult:
 class Engine(Protocol):
     """A loaded engine, safe to call from one thread at a time."""
 
-    def infer(self, inputs: Mapping[str, np.ndarray],
-              outputs: Sequence[str]) -> dict[str, np.ndarray]:
+    def infer(
+        self, inputs: Mapping[str, np.ndarray], outputs: Sequence[str]
+    ) -> dict[str, np.ndarray]:
         """Run once. ``inputs`` maps every input name to an array of its datatype and a
         shape inside the profile; returns the named ``outputs`` as arrays."""
         ...

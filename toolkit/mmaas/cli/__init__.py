@@ -78,7 +78,6 @@ def main(argv: list[str] | None = None) -> None:
         report.write_text(traceback.format_exc())
         if debug:
             traceback.print_exc()
-        click.secho(f"internal error (a bug in mmaas); full report in {report}", fg="red",
-                    err=True)
+        click.secho(f"internal error (a bug in mmaas); full report in {report}", fg="red", err=True)
         sys.exit(BUG_EXIT)
     sys.exit(0)

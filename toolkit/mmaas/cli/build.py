@@ -74,8 +74,9 @@ def command(
     pushed = None
     if target is not None:
         info = result.manifest.model
-        pushed = push_image(result.image, target, info.name, info.version,
-                            credentials=credentials_from_env())
+        pushed = push_image(
+            result.image, target, info.name, info.version, credentials=credentials_from_env()
+        )
     if as_json:
         click.echo(
             json.dumps(

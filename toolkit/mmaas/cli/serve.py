@@ -13,12 +13,16 @@ from mmaas.pipeline import compile_local
 @click.command("serve")
 @click.argument("model", type=click.Path(path_type=Path))
 @click.option("--grpc-port", type=int, help="gRPC port (default: MMAAS_GRPC_PORT, else 8001).")
-@click.option("--metrics-port", type=int,
-              help="Prometheus port, 0 = off (default: MMAAS_METRICS_PORT, else 8002).")
+@click.option(
+    "--metrics-port",
+    type=int,
+    help="Prometheus port, 0 = off (default: MMAAS_METRICS_PORT, else 8002).",
+)
 @click.option("--host", help="Address to bind (default: MMAAS_HOST, else 0.0.0.0).")
 @click.option("--rebuild", is_flag=True, help="Recompile even if a matching engine exists.")
-def command(model: Path, grpc_port: int | None, metrics_port: int | None, host: str | None,
-            rebuild: bool) -> None:
+def command(
+    model: Path, grpc_port: int | None, metrics_port: int | None, host: str | None, rebuild: bool
+) -> None:
     """Serve MODEL (folder or model.yaml) on this host until Ctrl-C or SIGTERM.
 
     The engine is compiled into MODEL/.mmaas/engine exactly as the image's builder stage
@@ -29,8 +33,11 @@ def command(model: Path, grpc_port: int | None, metrics_port: int | None, host: 
     from mmaas.server.settings import from_env
 
     overrides = {"MMAAS_MODEL_DIR": str(compile_local(model, rebuild=rebuild))}
-    for name, value in (("MMAAS_GRPC_PORT", grpc_port), ("MMAAS_METRICS_PORT", metrics_port),
-                        ("MMAAS_HOST", host)):
+    for name, value in (
+        ("MMAAS_GRPC_PORT", grpc_port),
+        ("MMAAS_METRICS_PORT", metrics_port),
+        ("MMAAS_HOST", host),
+    ):
         if value is not None:
             overrides[name] = str(value)
     serve(from_env({**os.environ, **overrides}))

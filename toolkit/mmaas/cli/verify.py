@@ -23,13 +23,27 @@ def command(target: str, as_json: bool) -> None:
     that its io.mmaas.engine.* labels match. Exit 1 on any mismatch.
     """
     directory = Path(target)
-    manifest = (verify_model_dir(directory) if (directory / "manifest.json").is_file()
-                else verify_image(target))
+    manifest = (
+        verify_model_dir(directory)
+        if (directory / "manifest.json").is_file()
+        else verify_image(target)
+    )
     if as_json:
-        click.echo(json.dumps({"target": target, "ok": True, "model": manifest.model.name,
-                               "version": manifest.model.version,
-                               "engine": asdict(manifest.engine),
-                               "manifest_digest": manifest.manifest_digest}, indent=2))
+        click.echo(
+            json.dumps(
+                {
+                    "target": target,
+                    "ok": True,
+                    "model": manifest.model.name,
+                    "version": manifest.model.version,
+                    "engine": asdict(manifest.engine),
+                    "manifest_digest": manifest.manifest_digest,
+                },
+                indent=2,
+            )
+        )
         return
-    click.echo(f"ok: {target}: {manifest.model.name} {manifest.model.version} engine "
-               f"{manifest.engine.path} {manifest.engine.blake3} matches its manifest")
+    click.echo(
+        f"ok: {target}: {manifest.model.name} {manifest.model.version} engine "
+        f"{manifest.engine.path} {manifest.engine.blake3} matches its manifest"
+    )

@@ -81,7 +81,8 @@ def _check_tensor(tensor: TensorInfo, datatype: str, shape: tuple[int, ...]) -> 
         )
     low = tensor.min or tuple(max(dim, 0) for dim in tensor.shape)
     high: tuple[int | None, ...] = tensor.max or tuple(
-        dim if dim > 0 else None for dim in tensor.shape)
+        dim if dim > 0 else None for dim in tensor.shape
+    )
     for axis, dim in enumerate(shape):
         top = high[axis]
         if dim < low[axis] or (top is not None and dim > top):
