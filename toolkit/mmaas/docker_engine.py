@@ -206,28 +206,19 @@ def image_labels(image: str) -> dict[str, str]:
 
 
 def copy_from_image(image: str, source: str, dest: Path) -> Path:
-    """Copy the directory ``source`` out of ``image`` (without running it) to ``dest``."""
+    """Copy the directory ``source`` out of the LOCAL ``image`` (without running it) to
+    ``dest``. The image is looked up first, so a mistyped name is an error here and never
+    a pull from a registry (``docker create`` would pull).
+
+    Raises:
+        DockerError: no such local image, or ``source`` is not in it (not an mmaas image).
+    """
+    inspect_image(image)
     container = run(["create", image], check=True).stdout.strip()
     try:
-        run(["cp", f"{container}:{source}", str(dest)], check=True)
+        copied = run(["cp", f"{container}:{source}", str(dest)])
+        if copied.returncode != 0:
+            raise DockerError(f"{image} has no {source}: not an image built by mmaas")
     finally:
         run(["rm", "--force", container])
     return dest
-
-
-def run_argv(
-    image: str,
-    *,
-    ports: Sequence[int] = (),
-    env: Mapping[str, str] | None = None,
-    name: str | None = None,
-) -> list[str]:
-    """The ``docker run`` argv that serves ``image`` publishing ``ports`` on loopback."""
-    argv = client().argv("run", "--rm", "--init")
-    if name:
-        argv += ["--name", name]
-    for port in ports:
-        argv += ["--publish", f"127.0.0.1:{port}:{port}"]
-    for key, value in (env or {}).items():
-        argv += ["--env", f"{key}={value}"]
-    return [*argv, image]

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from mmaas.cli.options import json_option
+from mmaas.errors import UsageError
 from mmaas.pipeline import verify_image
 from mmaas.stage import verify_model_dir
 
@@ -23,11 +24,14 @@ def command(target: str, as_json: bool) -> None:
     that its io.mmaas.engine.* labels match. Exit 1 on any mismatch.
     """
     directory = Path(target)
-    manifest = (
-        verify_model_dir(directory)
-        if (directory / "manifest.json").is_file()
-        else verify_image(target)
-    )
+    if directory.is_dir() and not (directory / "manifest.json").is_file():
+        built = directory / ".mmaas" / "engine"
+        raise UsageError(
+            f"{directory} is not a model directory (no manifest.json)",
+            hint="give a local image (mmaas/<name>:<version>) or a model directory"
+            + (f", e.g. {built} (compiled by `mmaas serve`)" if built.is_dir() else ""),
+        )
+    manifest = verify_model_dir(directory) if directory.is_dir() else verify_image(target)
     if as_json:
         click.echo(
             json.dumps(
@@ -37,6 +41,7 @@ def command(target: str, as_json: bool) -> None:
                     "model": manifest.model.name,
                     "version": manifest.model.version,
                     "engine": asdict(manifest.engine),
+                    "engine_data": [asdict(record) for record in manifest.engine_data],
                     "manifest_digest": manifest.manifest_digest,
                 },
                 indent=2,
