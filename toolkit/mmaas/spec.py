@@ -43,6 +43,11 @@ Datatype = Literal[
 ]
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,127}$"
+# The image reference grammar of distribution/reference (what `docker tag` accepts):
+# an optional registry host[:port], then lowercase path components; tags as Docker's.
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+REPOSITORY_PATTERN = rf"^(?:[A-Za-z0-9.-]+(?::[0-9]+)?/)?{_COMPONENT}(?:/{_COMPONENT})*$"
+TAG_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$"
 SHAPE_TEXT = re.compile(r"^\d+(x\d+)*$")
 
 
@@ -248,8 +253,8 @@ class ImageSpec(_Strict):
     ``ca_bundle`` a PEM file (path relative to the model folder or absolute) trusted by pip
     inside the build, for TLS-intercepting proxies."""
 
-    repository: str | None = None
-    tag: str | None = None
+    repository: Annotated[str, Field(pattern=REPOSITORY_PATTERN)] | None = None
+    tag: Annotated[str, Field(pattern=TAG_PATTERN)] | None = None
     base_image: str = "mmaas/base:bookworm"
     ca_bundle: str | None = None
     labels: dict[str, str] = Field(default_factory=dict)

@@ -17,13 +17,18 @@ from pydantic import BaseModel
 from pydantic_core import ErrorDetails
 
 from mmaas.errors import SpecProblem
-from mmaas.spec import NAME_PATTERN, ModelSpec
+from mmaas.spec import NAME_PATTERN, REPOSITORY_PATTERN, TAG_PATTERN, ModelSpec
 from mmaas.yamlio import KeyPath, YamlDocument
 
 _PATTERN_HELP = {
     NAME_PATTERN: "use lowercase letters, digits, '.', '_' and '-', starting with a letter "
     "or digit (at most 128 characters)",
     r"^[0-9a-f]{64}$": "write the 64 lowercase hex digits of the digest",
+    REPOSITORY_PATTERN: "an image repository is lowercase path components ([a-z0-9] with "
+    "'.', '_' or '-' between), optionally after a registry HOST[:PORT]/, e.g. "
+    "registry.example.com:5000/my-org/ppocr-det",
+    TAG_PATTERN: "a tag is letters, digits, '_', '.' and '-' (no spaces), starting with a "
+    "letter, digit or '_', at most 128 characters",
 }
 
 
