@@ -317,7 +317,7 @@ def main() -> None:
         work = Path(tmp)
         for model in args.models.split(","):
             shape = CASES[model]
-            model_dir = compile_local(ROOT / "models" / model)
+            _, model_dir = compile_local(ROOT / "models" / model)
             manifest = read_manifest(model_dir)
             case: dict[str, Any] = {"shape": list(shape)}
             print(f"== {model} {'x'.join(map(str, shape))}", file=sys.stderr)

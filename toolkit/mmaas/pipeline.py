@@ -211,9 +211,10 @@ def compile_engine(
     return engine_dir
 
 
-def compile_local(model: Path, *, rebuild: bool = False) -> Path:
+def compile_local(model: Path, *, rebuild: bool = False) -> tuple[LoadedSpec, Path]:
     """Compile ``model`` on this host into ``<model folder>/.mmaas/engine`` (what the
-    builder stage does, without Docker) and return that model directory. An existing
+    builder stage does, without Docker); return the loaded spec and that model directory.
+    An existing
     directory is reused when it verifies and was built from the same spec digest and
     source sha256, unless ``rebuild``.
 
@@ -224,7 +225,7 @@ def compile_local(model: Path, *, rebuild: bool = False) -> Path:
     out_dir = loaded.model_dir / ".mmaas" / "engine"
     digest = loaded.spec.digest()
     if not rebuild and _reusable(out_dir, digest, loaded.source_path):
-        return out_dir
+        return loaded, out_dir
     request = compile_request(loaded.spec, loaded.source_path, out_dir)
     accuracy = loaded.spec.checks.accuracy
     build_model_dir(
@@ -234,7 +235,7 @@ def compile_local(model: Path, *, rebuild: bool = False) -> Path:
         checks=loaded.spec.checks.model_dump(mode="json"),
         samples=[loaded.model_dir / s for s in accuracy.samples] if accuracy else [],
     )
-    return out_dir
+    return loaded, out_dir
 
 
 def _reusable(out_dir: Path, spec_digest: str, source: Path) -> bool:

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from mmaas.pipeline import compile_local
+from mmaas.plan import runtime_env
 
 
 @click.command("serve")
@@ -26,13 +27,15 @@ def command(
     """Serve MODEL (folder or model.yaml) on this host until Ctrl-C or SIGTERM.
 
     The engine is compiled into MODEL/.mmaas/engine exactly as the image's builder stage
-    does (reused while the spec and the ONNX file are unchanged); every other server
-    setting comes from the MMAAS_* environment variables, as in the image.
+    does (reused while the spec and the ONNX file are unchanged). Server settings are
+    those of the image: `runtime:` in model.yaml (as the image's MMAAS_* variables),
+    overridden by MMAAS_* variables in this environment, overridden by these options.
     """
     from mmaas.server.app import serve
     from mmaas.server.settings import from_env
 
-    overrides = {"MMAAS_MODEL_DIR": str(compile_local(model, rebuild=rebuild))}
+    loaded, model_dir = compile_local(model, rebuild=rebuild)
+    overrides = {"MMAAS_MODEL_DIR": str(model_dir)}
     for name, value in (
         ("MMAAS_GRPC_PORT", grpc_port),
         ("MMAAS_METRICS_PORT", metrics_port),
@@ -40,4 +43,4 @@ def command(
     ):
         if value is not None:
             overrides[name] = str(value)
-    serve(from_env({**os.environ, **overrides}))
+    serve(from_env({**runtime_env(loaded.spec), **os.environ, **overrides}))

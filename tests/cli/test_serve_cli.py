@@ -1,0 +1,57 @@
+"""`mmaas serve`: compile on the host, then serve with the spec's runtime settings."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import tritonclient.grpc as triton
+
+from docker_fixtures import wait_for_grpc_serving
+from server.conftest import free_port
+
+MMAAS = str(Path(sys.executable).parent / "mmaas")
+
+
+def test_serve_compiles_and_takes_the_runtime_section(
+    ppocr_models: dict[str, Path], tmp_path: Path
+) -> None:
+    """The spec's runtime.grpc_port is where it listens (as in the image), requests are
+    answered like in-process ONNX Runtime, and SIGTERM ends it with exit 0."""
+    folder = tmp_path / "cls"
+    shutil.copytree(
+        ppocr_models["ppocr-cls"].parent, folder, ignore=shutil.ignore_patterns(".mmaas")
+    )
+    port = free_port()
+    with (folder / "model.yaml").open("a") as spec:
+        spec.write(f"runtime: {{grpc_port: {port}, metrics_port: {free_port()}}}\n")
+    server = subprocess.Popen(
+        [MMAAS, "serve", str(folder), "--host", "127.0.0.1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        wait_for_grpc_serving(port, timeout=120)
+        assert (folder / ".mmaas" / "engine" / "manifest.json").is_file()
+        batch = np.random.default_rng(0).random((2, 3, 48, 192), dtype=np.float32)
+        tensor = triton.InferInput("x", list(batch.shape), "FP32")
+        tensor.set_data_from_numpy(batch)
+        result = triton.InferenceServerClient(f"127.0.0.1:{port}").infer("ppocr-cls", [tensor])
+        name = "save_infer_model/scale_0.tmp_1"
+        session = ort.InferenceSession(
+            str(ppocr_models["ppocr-cls"]), providers=["CPUExecutionProvider"]
+        )
+        np.testing.assert_allclose(
+            result.as_numpy(name), session.run([name], {"x": batch})[0], atol=1e-5
+        )
+    finally:
+        server.send_signal(signal.SIGTERM)
+        output, _ = server.communicate(timeout=60)
+    assert server.returncode == 0, output[-2000:]
+    assert "Traceback" not in output
