@@ -206,6 +206,19 @@ def test_bytes_prefix_claiming_more_than_follows(
     assert "BYTES element 1 claims 1000 bytes but only 5 follow" in error.details()
 
 
+def test_bytes_that_are_not_utf8_for_a_string_engine_are_invalid_argument(
+    module_server: Callable[..., RunningServer], strings_dir: Path
+) -> None:
+    server = module_server(strings_dir)
+    request = service_pb2.ModelInferRequest(model_name="strings")
+    request.inputs.add(name="text", datatype="BYTES", shape=[1]).contents.bytes_contents.extend(
+        [b"\x00\xff"]
+    )
+    error = rpc_error(server, request)
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "input 'text': a BYTES element is not UTF-8 text" in error.details()
+
+
 def test_requested_outputs_all_subset_and_unknown(
     module_server: Callable[..., RunningServer], two_outputs_dir: Path
 ) -> None:

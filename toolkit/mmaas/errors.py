@@ -127,6 +127,12 @@ class BuildError(MmaasError):
     """The engine could not be compiled, or failed its profile, accuracy or latency check."""
 
 
+class InputError(MmaasError):
+    """A request's tensor cannot be fed to the engine although its datatype and shape are
+    right (e.g. a BYTES element that is not the UTF-8 an ONNX Runtime STRING tensor holds);
+    the server answers INVALID_ARGUMENT with the message."""
+
+
 class IntegrityError(MmaasError):
     """An engine or manifest does not match its recorded hashes: never serve it."""
 

@@ -26,7 +26,7 @@ import numpy as np
 import onnxruntime as ort
 
 from mmaas.backends import CompileRequest, CompileResult
-from mmaas.errors import BuildError, CompatibilityError
+from mmaas.errors import BuildError, CompatibilityError, InputError
 from mmaas.manifest import Manifest
 
 ENGINE_FILE = "model.ort.onnx"
@@ -68,7 +68,9 @@ class OnnxRuntimeEngine:
     ) -> dict[str, np.ndarray]:
         """Run ``session.run`` once; returns ``{name: array}`` for the requested outputs."""
         names = list(outputs)
-        values = self.session.run(names, {name: _to_ort(array) for name, array in inputs.items()})
+        values = self.session.run(
+            names, {name: _to_ort(name, array) for name, array in inputs.items()}
+        )
         return {name: _from_ort(value) for name, value in zip(names, values, strict=True)}
 
 
@@ -179,14 +181,24 @@ class OnnxRuntimeBackend:
             )
 
 
-def _to_ort(array: np.ndarray) -> np.ndarray:
+def _to_ort(name: str, array: np.ndarray) -> np.ndarray:
     """KServe v2 BYTES arrive as object arrays of ``bytes``; ONNX Runtime's STRING tensors
-    take ``str`` (it would ``str()`` a bytes element into ``"b'...'"``): decode as UTF-8."""
+    take ``str`` (it would ``str()`` a bytes element into ``"b'...'"``): decode as UTF-8.
+
+    Raises:
+        InputError: an element is not UTF-8 (names the input).
+    """
     if array.dtype != object or not array.size:
         return array
-    return np.vectorize(
-        lambda item: item.decode() if isinstance(item, bytes) else item, otypes=[object]
-    )(array)
+    try:
+        return np.vectorize(
+            lambda item: item.decode() if isinstance(item, bytes) else item, otypes=[object]
+        )(array)
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            f"input {name!r}: a BYTES element is not UTF-8 text ({exc.reason} at byte "
+            f"{exc.start}); this engine's string tensors hold UTF-8"
+        ) from exc
 
 
 def _from_ort(array: np.ndarray) -> np.ndarray:

@@ -22,6 +22,7 @@ import grpc
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
 import mmaas
+from mmaas.errors import InputError
 from mmaas.manifest import ModelInfo
 from mmaas.server import config
 from mmaas.server.batcher import Scheduler
@@ -90,6 +91,8 @@ def status_of(exc: Exception) -> tuple[grpc.StatusCode, str, str]:
     """The one mapping from an error to (gRPC status, message, Triton failure reason)."""
     if isinstance(exc, RequestError):
         return exc.code, exc.message, "REJECTED" if exc.code in REJECTED else "OTHER"
+    if isinstance(exc, InputError):
+        return grpc.StatusCode.INVALID_ARGUMENT, exc.message, "REJECTED"
     return grpc.StatusCode.INTERNAL, f"the engine failed on this request: {exc}", "BACKEND"
 
 
