@@ -194,8 +194,8 @@ class InferenceServicer(service_pb2_grpc.GRPCInferenceServiceServicer):
         if size > limit:
             raise ResourceExhausted(
                 f"{what} is {size} bytes, over the server's limit of {limit} bytes "
-                "(MMAAS_MAX_MESSAGE_SIZE, from runtime.max_message_size in model.yaml); "
-                "raise it or send smaller batches"
+                "(MMAAS_MAX_MESSAGE_SIZE; set it, or runtime.max_message_size in model.yaml "
+                "and rebuild, to raise it), or send smaller batches"
             )
 
     def _lookup(self, name: str, version: str) -> ModelInfo:
