@@ -11,8 +11,8 @@ import click
 import pytest
 from click.testing import CliRunner, Result
 
-from mmaas.cli import init, validate
-from mmaas.errors import SourceError, SpecError, UsageError
+from mmaas.cli import init, main, validate
+from mmaas.errors import SourceError, UsageError
 from onnx_builder import FLOAT, make_onnx
 
 
@@ -87,14 +87,18 @@ def test_validate_json_ok(ppocr_models: dict[str, Path]) -> None:
     }
 
 
-def test_validate_json_problems_on_stdout_and_spec_error(tmp_path: Path) -> None:
+def test_validate_json_problems_on_stdout_and_spec_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Through the console entry point: the error handler prints the JSON on stdout."""
     fixture = Path(__file__).parent.parent / "fixtures" / "specs" / "c5_norway"
     shutil.copytree(fixture, tmp_path / "norway")
     make_onnx(tmp_path / "norway" / "model.onnx", [(n, FLOAT, [1]) for n in ("no", "on", "null")])
-    result = invoke("validate", str(tmp_path / "norway"), "--json")
-    assert isinstance(result.exception, SpecError)
-    report = json.loads(result.output)
-    assert report["ok"] is False
+    with pytest.raises(SystemExit) as exited:
+        main(["validate", str(tmp_path / "norway"), "--json"])
+    assert exited.value.code == 2
+    report = json.loads(capsys.readouterr().out)
+    assert report["ok"] is False and report["error"] == "SpecError"
     assert [(p["key_path"], p["line"], p["column"]) for p in report["problems"]] == [
         ("build.timing_cache", 5, 17),
         ("inputs[2].name", 9, 11),

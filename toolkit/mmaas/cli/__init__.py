@@ -7,9 +7,11 @@ usage error; 3 a bug (the traceback goes to a log file, or to stderr with ``--de
 
 from __future__ import annotations
 
+import json
 import sys
 import tempfile
 import traceback
+from dataclasses import asdict
 from pathlib import Path
 
 import click
@@ -28,7 +30,7 @@ from mmaas.cli import (
     validate,
     verify,
 )
-from mmaas.errors import MmaasError
+from mmaas.errors import MmaasError, SpecError
 
 BUG_EXIT = 3
 INTERRUPTED_EXIT = 130
@@ -54,14 +56,34 @@ for _verb in (init, validate, render, build, serve, verify, push, bench, ci, cac
     cli.add_command(_verb.command)
 
 
+def error_report(exc: MmaasError) -> dict[str, object]:
+    """The JSON form of an expected error (see :func:`main`)."""
+    problems = [asdict(p) for p in exc.problems] if isinstance(exc, SpecError) else []
+    return {
+        "ok": False,
+        "error": type(exc).__name__,
+        "message": exc.message,
+        "hint": exc.hint,
+        "exit_code": exc.exit_code,
+        "problems": problems,
+    }
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Console-script entry point: run the CLI, map errors to messages and exit codes."""
-    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    """Console-script entry point: run the CLI, map errors to messages and exit codes.
+
+    With ``--json``, an expected error is also printed on stdout as
+    ``{"ok": false, "error": CLASS, "message", "hint", "exit_code", "problems": [...]}``
+    (``problems``: a spec error's located problems), so scripts always get JSON."""
+    words = argv if argv is not None else sys.argv[1:]
+    debug = "--debug" in words
     try:
         cli.main(args=argv, prog_name="mmaas", standalone_mode=False)
     except MmaasError as exc:
         if debug:
             traceback.print_exc()
+        if "--json" in words:
+            click.echo(json.dumps(error_report(exc), indent=2))
         click.secho(f"error: {exc}", fg="red", err=True)
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
