@@ -15,7 +15,7 @@ from mmaas.scaffold import init_model_folder
     "--onnx",
     "onnx_path",
     required=True,
-    type=click.Path(path_type=Path),
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="The ONNX model; model.yaml refers to it by a path relative to PATH.",
 )
 @click.option("--name", help="Model name (default: PATH's folder name).")
