@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from mmaas.cli import init, main, validate
-from mmaas.errors import SourceError, UsageError
+from mmaas.errors import UsageError
 from onnx_builder import FLOAT, make_onnx
 
 
@@ -66,7 +66,8 @@ def test_init_refuses_overwrite_unless_forced(tmp_path: Path) -> None:
 
 def test_init_with_a_missing_onnx_file(tmp_path: Path) -> None:
     result = invoke("init", str(tmp_path / "m"), "--onnx", str(tmp_path / "none.onnx"))
-    assert isinstance(result.exception, SourceError)
+    assert result.exit_code == 2  # a usage error, named by click
+    assert "'--onnx'" in result.output and "does not exist" in result.output
     assert not (tmp_path / "m").exists()
 
 
