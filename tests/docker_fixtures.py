@@ -235,3 +235,9 @@ def wait_for_grpc_serving(
     return wait_for(
         serving, timeout=timeout, what=f"gRPC health SERVING on port {port}", container=container
     )
+
+
+def image_manifest(docker: Sequence[str], image: str) -> dict[str, object]:
+    """The ``manifest.json`` inside ``image`` (``/opt/mmaas/model``), read with ``cat``."""
+    argv = [*docker, "run", "--rm", "--entrypoint", "cat", image, "/opt/mmaas/model/manifest.json"]
+    return dict(json.loads(proc.run(argv).stdout))

@@ -15,7 +15,7 @@ import tritonclient.grpc as grpcclient
 from scripts import demo_request as demo
 from tritonclient.utils import InferenceServerException
 
-from docker_fixtures import run_container, wait_for_grpc_serving
+from docker_fixtures import image_manifest, run_container, wait_for_grpc_serving
 from mmaas import proc
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -62,19 +62,7 @@ def test_build_reports_image_engine_and_labels(built: dict, docker_cli: list[str
     inspected = json.loads(proc.run([*docker_cli, "image", "inspect", IMAGE]).stdout)[0]
     labels = inspected["Config"]["Labels"]
     assert labels["io.mmaas.engine.blake3"] == built["engine"]["blake3"]
-    data = json.loads(
-        proc.run(
-            [
-                *docker_cli,
-                "run",
-                "--rm",
-                "--entrypoint",
-                "cat",
-                IMAGE,
-                "/opt/mmaas/model/manifest.json",
-            ]
-        ).stdout
-    )["engine_data"]
+    data = image_manifest(docker_cli, IMAGE)["engine_data"]
     assert labels["io.mmaas.engine-data.blake3"] == ",".join(f["blake3"] for f in data)
     assert labels["io.mmaas.model.name"] == "ppocr-det"
     assert labels["org.opencontainers.image.version"] == "1.0.0"

@@ -17,7 +17,7 @@ import onnxruntime as ort
 import pytest
 import tritonclient.grpc as grpcclient
 
-from docker_fixtures import run_container, wait_for_grpc_serving
+from docker_fixtures import image_manifest, run_container, wait_for_grpc_serving
 from mmaas import proc
 from test_stage_external_data import external_data_model
 
@@ -88,19 +88,7 @@ def test_image_carries_and_verifies_the_engine_data_file(
         "model.ort.onnx.data",
         "report.json",
     ]
-    manifest = json.loads(
-        proc.run(
-            [
-                *docker_cli,
-                "run",
-                "--rm",
-                "--entrypoint",
-                "cat",
-                IMAGE,
-                "/opt/mmaas/model/manifest.json",
-            ]
-        ).stdout
-    )
+    manifest = image_manifest(docker_cli, IMAGE)
     assert [data["path"] for data in manifest["engine_data"]] == ["model.ort.onnx.data"]
     verified = mmaas("verify", IMAGE, cache=cache)
     assert verified.returncode == 0, verified.stderr

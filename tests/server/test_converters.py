@@ -10,6 +10,7 @@ import pytest
 import tritonclient.grpc as triton
 from tritonclient.grpc import service_pb2
 
+from mmaas.datatypes import NUMPY_BY_DATATYPE
 from mmaas.errors import UsageError
 from mmaas.server.converters import (
     decode_bytes,
@@ -21,20 +22,7 @@ from mmaas.server.converters import (
 )
 from mmaas.server.status import InvalidArgument
 
-FIXED = [
-    "BOOL",
-    "UINT8",
-    "UINT16",
-    "UINT32",
-    "UINT64",
-    "INT8",
-    "INT16",
-    "INT32",
-    "INT64",
-    "FP16",
-    "FP32",
-    "FP64",
-]
+FIXED = [name for name in NUMPY_BY_DATATYPE if name not in ("BF16", "BYTES")]
 DTYPES = {
     "BOOL": np.bool_,
     "UINT8": np.uint8,
