@@ -121,7 +121,14 @@ def test_render_stages_contexts_the_commands_run_in(ppocr_models, tmp_path: Path
 def test_render_of_onnxruntime_prints_its_builds(ppocr_models) -> None:
     done = mmaas("render", str(ROOT / "models" / "ppocr-det"), "--buildkit")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("# Rendered by mmaas from templates/Dockerfile.onnxruntime.j2")
+    assert done.stdout.startswith(
+        "# ==> CONTEXT/compile/Dockerfile (compile build) <==\n"
+        "# Rendered by mmaas from templates/Dockerfile.onnxruntime.j2"
+    )
+    package = done.stdout.split("# ==> CONTEXT/package/Dockerfile (package build) <==\n")[1]
+    assert package.startswith("# Rendered by mmaas from templates/Dockerfile.onnxruntime.j2")
+    for marker in ("FROM framework AS runtime", "LABEL", "USER 10001", "ENTRYPOINT"):
+        assert marker in package
     lines = [line for line in done.stderr.splitlines() if line.startswith("# ")]
     assert lines[0] == (
         f"# build: DOCKER_BUILDKIT=1 {shlex.join([DOCKER])} build --file CONTEXT/compile/"

@@ -1,8 +1,9 @@
 """``mmaas render MODEL``: print the Dockerfile(s) and the exact build commands, build nothing.
 
-ONNX Runtime: the compile build's Dockerfile on stdout, its ``docker build`` command and the
-package build's on stderr. TensorRT: the compile and package Dockerfiles on stdout, and on
-stderr the GPU route's command sequence (:func:`mmaas.tensorrt_build.gpu_build_commands`):
+Both back ends: the compile and the package Dockerfile on stdout, each after a
+``# ==> CONTEXT/<build>/Dockerfile (<phase> build) <==`` line. ONNX Runtime: the two
+``docker build`` commands on stderr. TensorRT: on stderr the GPU route's command
+sequence (:func:`mmaas.tensorrt_build.gpu_build_commands`):
 build ``--target builder``, compile in ``docker run --gpus all``, copy the engine directory
 into the package context, build the package. ``--context DIR`` stages the build contexts
 (``DIR/compile``, ``DIR/package``) so that the printed commands run as they are on a host
@@ -64,8 +65,10 @@ def command(
     def build_args(dockerfile: Path, tag: str, target: str | None) -> list[str]:
         return docker_engine.build_args(dockerfile, tag, {}, target, use_buildkit)
 
+    for plan, context in ((compile_plan, contexts[0]), (package_plan, contexts[1])):
+        click.echo(f"# ==> {context / 'Dockerfile'} ({plan.values['phase']} build) <==")
+        click.echo(render_dockerfile(plan), nl=False)
     if loaded.spec.backend != "tensorrt":
-        click.echo(render_dockerfile(compile_plan), nl=False)
         compile_tag = f"{loaded.spec.image_repository}:engine"
         for label, context, tag in (
             ("build", contexts[0], compile_tag),
@@ -79,9 +82,6 @@ def command(
             err=True,
         )
     else:
-        for plan, context in ((compile_plan, contexts[0]), (package_plan, contexts[1])):
-            click.echo(f"# ==> {context / 'Dockerfile'} ({plan.values['phase']} build) <==")
-            click.echo(render_dockerfile(plan), nl=False)
         tags = (
             f"{loaded.spec.image_repository}:{loaded.spec.image_tag}-builder",
             package_plan.image,
