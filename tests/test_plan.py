@@ -303,3 +303,13 @@ def test_dynamic_batching_reaches_the_image_as_server_settings(det) -> None:
     assert settings.batching.preferred_batch_sizes == (2, 4)
     assert settings.batching.max_queue_delay_us == 500
     assert "MMAAS_DYNAMIC_BATCHING" not in runtime_env(det.spec)
+
+
+def test_metrics_port_zero_turns_the_endpoint_off(det) -> None:
+    runtime = det.spec.runtime.model_copy(update={"metrics_port": 0})
+    plan = plan_of(
+        det.__class__(**{**det.__dict__, "spec": det.spec.model_copy(update={"runtime": runtime})}),
+        engine_dir=Path("engine"),
+    )
+    assert plan.values["env"]["MMAAS_METRICS_PORT"] == "0"
+    assert "EXPOSE 8001\n" in render_dockerfile(plan)

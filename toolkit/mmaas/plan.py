@@ -171,7 +171,7 @@ def make_plan(
         "model_dir": MODEL_DIR,
         "engine_dir": ENGINE_DIR,
         "env": runtime_env(spec),
-        "ports": [spec.runtime.grpc_port, spec.runtime.metrics_port],
+        "ports": [port for port in (spec.runtime.grpc_port, spec.runtime.metrics_port) if port],
         "labels": labels,
         **(tensorrt_plan_values(spec) if spec.backend == "tensorrt" else {}),
     }

@@ -241,7 +241,7 @@ class RuntimeSpec(_Strict):
     the largest tensor at the profile's max shapes, and is at least 64 MiB."""
 
     grpc_port: Annotated[int, Field(gt=0, lt=65536)] = 8001
-    metrics_port: Annotated[int, Field(gt=0, lt=65536)] = 8002
+    metrics_port: Annotated[int, Field(ge=0, lt=65536)] = 8002  # 0 = no metrics endpoint
     max_message_size: Annotated[int, Field(gt=0)] | None = None
     instance_count: Annotated[int, Field(ge=1, le=64)] = 1
     dynamic_batching: DynamicBatchingSpec | None = None
