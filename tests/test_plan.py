@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -307,9 +308,7 @@ def test_dynamic_batching_reaches_the_image_as_server_settings(det) -> None:
 
 def test_metrics_port_zero_turns_the_endpoint_off(det) -> None:
     runtime = det.spec.runtime.model_copy(update={"metrics_port": 0})
-    plan = plan_of(
-        det.__class__(**{**det.__dict__, "spec": det.spec.model_copy(update={"runtime": runtime})}),
-        engine_dir=Path("engine"),
-    )
+    off = replace(det, spec=det.spec.model_copy(update={"runtime": runtime}))
+    plan = plan_of(off, engine_dir=Path("engine"))
     assert plan.values["env"]["MMAAS_METRICS_PORT"] == "0"
     assert "EXPOSE 8001\n" in render_dockerfile(plan)
