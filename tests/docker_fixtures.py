@@ -12,10 +12,12 @@ from __future__ import annotations
 import json
 import os
 import socket
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import grpc
 import pytest
@@ -241,3 +243,18 @@ def image_manifest(docker: Sequence[str], image: str) -> dict[str, object]:
     """The ``manifest.json`` inside ``image`` (``/opt/mmaas/model``), read with ``cat``."""
     argv = [*docker, "run", "--rm", "--entrypoint", "cat", image, "/opt/mmaas/model/manifest.json"]
     return dict(json.loads(proc.run(argv).stdout))
+
+
+@contextmanager
+def tampered_image(docker: Sequence[str], image: str, path: str, tag: str) -> Iterator[str]:
+    """Build ``tag``: ``image`` with one byte appended to the file ``path`` inside it (as
+    root, then back to the image's user 10001); yield the tag and always remove it."""
+    with tempfile.TemporaryDirectory(prefix="mmaas-tamper-") as scratch:
+        (Path(scratch) / "Dockerfile").write_text(
+            f"FROM {image}\nUSER root\nRUN printf x >> {path}\nUSER 10001\n"
+        )
+        proc.run([*docker, "build", "--quiet", "--tag", tag, scratch], env={"DOCKER_BUILDKIT": "1"})
+    try:
+        yield tag
+    finally:
+        proc.run([*docker, "image", "rm", "--force", tag], check=False)

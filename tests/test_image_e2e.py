@@ -15,7 +15,7 @@ import tritonclient.grpc as grpcclient
 from scripts import demo_request as demo
 from tritonclient.utils import InferenceServerException
 
-from docker_fixtures import image_manifest, run_container, wait_for_grpc_serving
+from docker_fixtures import image_manifest, run_container, tampered_image, wait_for_grpc_serving
 from mmaas import proc
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -96,20 +96,11 @@ def test_verify_accepts_the_image(built: dict) -> None:
     assert json.loads(result.stdout)["engine"]["blake3"] == built["engine"]["blake3"]
 
 
-def test_tampered_engine_image_refuses_to_start(
-    built: dict, docker_cli: list[str], tmp_path: Path
-) -> None:
+def test_tampered_engine_image_refuses_to_start(built: dict, docker_cli: list[str]) -> None:
     """A derived image that appends one byte to the engine: the container exits non-zero
     with a clear line before serving, and `mmaas verify` fails."""
-    tampered = "mmaas-test/ppocr-det:tampered"
-    (tmp_path / "Dockerfile").write_text(
-        f"FROM {IMAGE}\nUSER root\nRUN printf x >> /opt/mmaas/model/model.ort.onnx\nUSER 10001\n"
-    )
-    proc.run(
-        [*docker_cli, "build", "--quiet", "--tag", tampered, str(tmp_path)],
-        env={"DOCKER_BUILDKIT": "1"},
-    )
-    try:
+    engine = "/opt/mmaas/model/model.ort.onnx"
+    with tampered_image(docker_cli, IMAGE, engine, "mmaas-test/ppocr-det:tampered") as tampered:
         with run_container(docker_cli, tampered, ports=[8001]) as container:
             assert container.wait_exit(timeout=60) == 1
             logs = container.logs()
@@ -118,5 +109,3 @@ def test_tampered_engine_image_refuses_to_start(
         result = mmaas("verify", tampered)
         assert result.returncode == 1
         assert "does not match its manifest" in result.stderr
-    finally:
-        proc.run([*docker_cli, "image", "rm", "--force", tampered], check=False)

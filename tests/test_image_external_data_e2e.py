@@ -17,7 +17,7 @@ import onnxruntime as ort
 import pytest
 import tritonclient.grpc as grpcclient
 
-from docker_fixtures import image_manifest, run_container, wait_for_grpc_serving
+from docker_fixtures import image_manifest, run_container, tampered_image, wait_for_grpc_serving
 from mmaas import proc
 from test_stage_external_data import external_data_model
 
@@ -95,19 +95,12 @@ def test_image_carries_and_verifies_the_engine_data_file(
 
 
 def test_image_with_an_altered_data_file_refuses_to_start(
-    built: tuple[dict, Path, Path], docker_cli: list[str], tmp_path: Path
+    built: tuple[dict, Path, Path], docker_cli: list[str]
 ) -> None:
     _, _, cache = built
-    tampered = "mmaas-test/external-data:tampered"
-    (tmp_path / "Dockerfile").write_text(
-        f"FROM {IMAGE}\nUSER root\n"
-        "RUN printf x >> /opt/mmaas/model/model.ort.onnx.data\nUSER 10001\n"
-    )
-    proc.run(
-        [*docker_cli, "build", "--quiet", "--tag", tampered, str(tmp_path)],
-        env={"DOCKER_BUILDKIT": "1"},
-    )
-    try:
+    data = "/opt/mmaas/model/model.ort.onnx.data"
+    tag = "mmaas-test/external-data:tampered"
+    with tampered_image(docker_cli, IMAGE, data, tag) as tampered:
         with run_container(docker_cli, tampered, ports=[8001]) as container:
             assert container.wait_exit(timeout=60) == 1
             logs = container.logs()
@@ -115,5 +108,3 @@ def test_image_with_an_altered_data_file_refuses_to_start(
         assert "Traceback" not in logs
         result = mmaas("verify", tampered, cache=cache)
         assert result.returncode == 1 and "engine data does not match" in result.stderr
-    finally:
-        proc.run([*docker_cli, "image", "rm", "--force", tampered], check=False)
