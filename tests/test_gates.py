@@ -4,9 +4,6 @@ original ONNX model, latency against a p99 budget; in the stage and on its comma
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +17,7 @@ from mmaas.gates import GateFailed, accuracy_gate, tolerance
 from mmaas.gates_latency import latency_gate
 from mmaas.manifest import Manifest, read_manifest
 from mmaas.stage import build_model_dir
-from test_stage import CLS_INFO
+from test_stage import CLS_INFO, run_stage_build
 
 OUTPUT = "save_infer_model/scale_0.tmp_1"
 
@@ -123,24 +120,12 @@ def test_latency_gate_fails_when_the_budget_is_below_the_measured_time(cls_engin
 def test_a_failed_gate_fails_the_stage_command_with_its_report(
     ppocr_models: dict[str, Path], tmp_path: Path
 ) -> None:
-    request = tmp_path / "engine-request.json"
-    request.write_text(
-        json.dumps(
-            {
-                "model": asdict(CLS_INFO),
-                "settings": {},
-                "spec_digest": "sha256:spec",
-                "source": str(ppocr_models["ppocr-cls"]),
-                "checks": {"latency": {"p99_ms": 0.001, "runs": 3, "warmup": 0}},
-            }
-        )
-    )
     out = tmp_path / "model"
-    done = subprocess.run(
-        [sys.executable, "-m", "mmaas.stage", "build", str(request), str(out)],
-        capture_output=True,
-        text=True,
-        check=False,
+    done = run_stage_build(
+        tmp_path / "engine-request.json",
+        ppocr_models["ppocr-cls"],
+        out,
+        checks={"latency": {"p99_ms": 0.001, "runs": 3, "warmup": 0}},
     )
     assert done.returncode == 1
     assert "mmaas stage: error: latency gate failed: p99 " in done.stderr

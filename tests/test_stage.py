@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import onnx
@@ -15,20 +16,26 @@ from mmaas.backends import CompileRequest
 from mmaas.errors import BuildError
 from mmaas.manifest import ModelInfo, TensorInfo
 from mmaas.stage import build_model_dir, verify_model_dir
+from server.graphs import ppocr_cls_info
 
-CLS_INFO = ModelInfo(
-    name="ppocr-cls",
-    version="1.0.0",
-    backend="onnxruntime",
-    precision="fp32",
-    max_batch_size=32,
-    inputs=(
-        TensorInfo(
-            "x", "FP32", (-1, 3, 48, 192), (1, 3, 48, 192), (8, 3, 48, 192), (32, 3, 48, 192)
-        ),
-    ),
-    outputs=(TensorInfo("save_infer_model/scale_0.tmp_1", "FP32", (-1, 2)),),
-)
+CLS_INFO = ppocr_cls_info()  # the one description of the classifier the tests serve
+
+
+def run_stage_build(
+    request: Path, source: Path, out: Path, **fields: object
+) -> subprocess.CompletedProcess[str]:
+    """Write a build request for the classifier (``fields`` added, e.g. ``checks``) and run
+    ``python -m mmaas.stage build`` on it, as the builder stage does."""
+    body = {
+        "model": asdict(CLS_INFO),
+        "settings": {},
+        "spec_digest": "sha256:spec",
+        "source": str(source),
+        **fields,
+    }
+    request.write_text(json.dumps(body))
+    argv = [sys.executable, "-m", "mmaas.stage", "build", str(request), str(out)]
+    return subprocess.run(argv, capture_output=True, text=True, check=False)
 
 
 def fixed_width_model(path: Path) -> Path:
@@ -96,26 +103,8 @@ def test_profile_check_fails_the_build_naming_the_point_and_shapes(tmp_path: Pat
 def test_stage_command_line_builds_and_verifies(
     ppocr_models: dict[str, Path], tmp_path: Path
 ) -> None:
-    from dataclasses import asdict
-
-    request = tmp_path / "build-request.json"
-    request.write_text(
-        json.dumps(
-            {
-                "model": asdict(CLS_INFO),
-                "settings": {},
-                "spec_digest": "sha256:spec",
-                "source": str(ppocr_models["ppocr-cls"]),
-            }
-        )
-    )
     out = tmp_path / "model"
-    built = subprocess.run(
-        [sys.executable, "-m", "mmaas.stage", "build", str(request), str(out)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    built = run_stage_build(tmp_path / "build-request.json", ppocr_models["ppocr-cls"], out)
     assert built.returncode == 0, built.stderr
     assert json.loads(built.stdout)["engine"]["path"] == "model.ort.onnx"
     (out / "model.ort.onnx").write_bytes(b"tampered")
