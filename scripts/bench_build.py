@@ -54,12 +54,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from mmaas import docker_engine, proc
-from mmaas.engine_reuse import CacheOptions
-from mmaas.errors import ProcessError
-from mmaas.manifest import atomic_write_text
-from mmaas.pipeline import build_image
-from mmaas.registry import RegistryTarget, parse_registry
+from mmaas.build import docker as docker_engine
+from mmaas.build.cache.reuse import CacheOptions
+from mmaas.build.pipeline import build_image
+from mmaas.build.registry import RegistryTarget, parse_registry
+from mmaas.core import proc
+from mmaas.core.errors import ProcessError
+from mmaas.core.manifest import atomic_write_text
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMESPACE = "mmaas-bench"

@@ -4,7 +4,7 @@ c=1 overhead ratio, alternated block by block with (b) so both see the same load
 runtime (``python -m mmaas.server``), with and without dynamic batching; (c) MLServer
 serving the same ONNX model through a small custom runtime
 (``benchmarks/mlserver_onnx_runtime.py``), the peer. Cases: ppocr-det 1x3x640x640 and
-ppocr-cls 1x3x48x192 at concurrency 1, 8, 32 (``mmaas.bench`` closed-loop clients).
+ppocr-cls 1x3x48x192 at concurrency 1, 8, 32 (``mmaas.bench.load`` closed-loop clients).
 Servers run one at a time, on loopback only; every process started is stopped by PID.
 
 Prints the ratios (mmaas/raw p50 at concurrency 1; mmaas/MLServer throughput and p99 at
@@ -41,10 +41,10 @@ import onnxruntime
 import tritonclient.grpc as triton
 
 from mmaas.backends import get_backend
-from mmaas.bench import BenchRequest, run
-from mmaas.manifest import ModelInfo, TensorInfo, atomic_write_text, read_manifest
-from mmaas.pipeline import compile_local
-from mmaas.samples import sample_inputs
+from mmaas.bench.load import BenchRequest, run
+from mmaas.build.pipeline import compile_local
+from mmaas.core.manifest import ModelInfo, TensorInfo, atomic_write_text, read_manifest
+from mmaas.core.samples import sample_inputs
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = {"ppocr-det": (1, 3, 640, 640), "ppocr-cls": (1, 3, 48, 192)}

@@ -15,8 +15,8 @@ import json
 import sys
 from pathlib import Path
 
-from mmaas.manifest import atomic_write_text
-from mmaas.spec import ModelSpec
+from mmaas.core.manifest import atomic_write_text
+from mmaas.spec.model import ModelSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA_PATH = ROOT / "schema" / "model.schema.json"

@@ -23,8 +23,9 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from mmaas import docker_engine, proc
-from mmaas.errors import DockerError, ProcessError
+from mmaas.build import docker as docker_engine
+from mmaas.core import proc
+from mmaas.core.errors import DockerError, ProcessError
 
 BASE_IMAGE = os.environ.get("MMAAS_BASE_IMAGE", "mmaas/base:bookworm")
 SETUP_HINT = (

@@ -13,6 +13,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from mmaas.core.manifest import ModelInfo, TensorInfo
+
 # One dim: an int (dim_value, may be 0 or -1 as some exporters write), a str (dim_param,
 # any text) or None (neither).
 Dim = int | str | None
@@ -84,3 +86,46 @@ def make_onnx(
 
 
 IMAGE_MODEL: list[Tensor] = [("x", FLOAT, ["N", 3, "H", "W"])]
+
+
+EXTERNAL_INFO = ModelInfo(
+    name="external",
+    version="1",
+    backend="onnxruntime",
+    precision="fp32",
+    max_batch_size=4,
+    inputs=(TensorInfo("x", "FP32", (-1, 64), (1, 64), (2, 64), (4, 64)),),
+    outputs=(TensorInfo("y", "FP32", (-1, 32)),),
+)
+
+
+def external_data_model(folder: Path) -> Path:
+    """``folder/big.onnx``: y = relu(x @ w1 + b) @ w2 with FP32 x [N, 64], y [N, 32]; its
+    weights (16 KiB + 8 KiB, above ONNX Runtime's 1 KiB external threshold) are saved
+    as external data in ``folder/weights/big.bin`` (a nested location)."""
+    rng = np.random.default_rng(7)
+    weights = [
+        numpy_helper.from_array(rng.standard_normal((64, 64)).astype(np.float32), "w1"),
+        numpy_helper.from_array(rng.standard_normal(64).astype(np.float32), "b"),
+        numpy_helper.from_array(rng.standard_normal((64, 32)).astype(np.float32), "w2"),
+    ]
+    graph = helper.make_graph(
+        [
+            helper.make_node("MatMul", ["x", "w1"], ["h"]),
+            helper.make_node("Add", ["h", "b"], ["hb"]),
+            helper.make_node("Relu", ["hb"], ["r"]),
+            helper.make_node("MatMul", ["r", "w2"], ["y"]),
+        ],
+        "external",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 32])],
+        weights,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    (folder / "weights").mkdir(parents=True)
+    path = folder / "big.onnx"
+    onnx.save(
+        model, str(path), save_as_external_data=True, location="weights/big.bin", size_threshold=0
+    )
+    return path

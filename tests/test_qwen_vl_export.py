@@ -25,9 +25,9 @@ from scripts import export_qwen_vl as exporter
 from scripts import qwen_vl_client as client
 from transformers import Qwen2VLConfig, Qwen2VLForConditionalGeneration
 
-from mmaas.errors import SpecError
-from mmaas.pipeline import plan_model, stage_context
-from mmaas.spec_load import load_spec
+from mmaas.build.pipeline import plan_model, stage_context
+from mmaas.core.errors import SpecError
+from mmaas.spec.load import load_spec
 from server.conftest import launch  # the server fixtures' launcher
 
 pytestmark = pytest.mark.slow

@@ -16,7 +16,7 @@ from scripts import export_qwen_vl as exporter
 from scripts import qwen_vl_client as client
 
 from docker_fixtures import run_container, wait_for_grpc_serving
-from mmaas import proc
+from mmaas.core import proc
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parent.parent

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from docker_fixtures import run_container, wait_for_port
-from mmaas import proc
+from mmaas.core import proc
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ["scripts/setup.sh", "scripts/make_base_image.sh", "scripts/test.sh", ".ci/run"]

@@ -1,11 +1,11 @@
-"""Test certificates made by the real ``openssl`` (through :mod:`mmaas.proc`): a
+"""Test certificates made by the real ``openssl`` (through :mod:`mmaas.core.proc`): a
 self-signed one, and a CA with a server and a client certificate signed by it."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from mmaas.proc import run
+from mmaas.core.proc import run
 
 KEY_ARGS = ["-newkey", "rsa:2048", "-nodes", "-days", "1"]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from click.testing import CliRunner
 
 from mmaas.cli import build as build_cli
-from mmaas.errors import UsageError
+from mmaas.core.errors import UsageError
 
 
 def test_a_bad_registry_address_is_a_usage_error() -> None:

@@ -10,8 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from git_repos import ZEROS, GitRepo
-from mmaas.ci_git import Git
-from mmaas.ci_local import push_event
+from mmaas.ci.git import Git
+from mmaas.ci.local import push_event
 from mmaas.cli.ci import command
 
 

@@ -12,8 +12,9 @@ import pytest
 from click.testing import CliRunner, Result
 
 from mmaas.cli import init, main, validate
-from mmaas.errors import UsageError
+from mmaas.core.errors import UsageError
 from onnx_builder import FLOAT, make_onnx
+from paths import FIXTURES
 
 
 @click.group()
@@ -92,7 +93,7 @@ def test_validate_json_problems_on_stdout_and_spec_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Through the console entry point: the error handler prints the JSON on stdout."""
-    fixture = Path(__file__).parent.parent / "fixtures" / "specs" / "c5_norway"
+    fixture = FIXTURES / "specs" / "c5_norway"
     shutil.copytree(fixture, tmp_path / "norway")
     make_onnx(tmp_path / "norway" / "model.onnx", [(n, FLOAT, [1]) for n in ("no", "on", "null")])
     with pytest.raises(SystemExit) as exited:

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from mmaas import proc
-from mmaas.tensorrt_plan import TENSORRT_STAGE_MODULES
+from mmaas.backends.tensorrt.target import TENSORRT_STAGE_MODULES
+from mmaas.core import proc
+from paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 MMAAS = str(Path(sys.executable).with_name("mmaas"))
 HADOLINT = shutil.which("hadolint") or str(Path(sys.executable).with_name("hadolint"))
 DOCKER = os.environ.get("MMAAS_DOCKER") or shutil.which("docker") or "docker"

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from mmaas.cli import verify
-from mmaas.errors import DockerError, UsageError
+from mmaas.core.errors import DockerError, UsageError
 
 
 def test_a_folder_without_a_manifest_is_a_usage_error(tmp_path: Path) -> None:

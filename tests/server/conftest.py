@@ -1,5 +1,5 @@
 """Server test fixtures: model directories compiled by the real builder stage
-(``mmaas.stage.build_model_dir``) and the real server (``python -m mmaas.server``) in a
+(``mmaas.stage.build.build_model_dir``) and the real server (``python -m mmaas.server``) in a
 subprocess on a free loopback port, waited for until health reports SERVING and
 stopped by its PID with SIGTERM."""
 
@@ -23,8 +23,8 @@ import tritonclient.grpc as triton
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from mmaas.backends import CompileRequest
-from mmaas.manifest import ModelInfo
-from mmaas.stage import build_model_dir
+from mmaas.core.manifest import ModelInfo
+from mmaas.stage.build import build_model_dir
 
 from . import graphs
 

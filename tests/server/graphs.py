@@ -9,7 +9,7 @@ from __future__ import annotations
 import onnx
 from onnx import TensorProto, helper
 
-from mmaas.manifest import ModelInfo, TensorInfo
+from mmaas.core.manifest import ModelInfo, TensorInfo
 from onnx_builder import onnx_model, value_info
 
 ONNX_TYPES = {

@@ -17,7 +17,7 @@ import pytest
 import tritonclient.grpc as triton
 from tritonclient.utils import InferenceServerException
 
-from mmaas.manifest import read_manifest, write_manifest
+from mmaas.core.manifest import read_manifest, write_manifest
 
 from .conftest import RunningServer
 
@@ -129,8 +129,8 @@ def test_refuses_a_busy_port(start_server: StartServer, model_copy: Path) -> Non
 LAYERING_PROBE = """
 import importlib.abc, sys
 BLOCKED = {"pydantic", "jinja2", "yaml", "docker", "click", "rich", "onnx", "filelock"}
-ALLOWED = {"mmaas", "mmaas.errors", "mmaas.hashing", "mmaas.manifest", "mmaas.datatypes",
-           "mmaas.samples", "mmaas.backends", "mmaas.backends.onnxruntime"}
+ALLOWED = {"mmaas", "mmaas.core.errors", "mmaas.core.hashing", "mmaas.core.manifest", "mmaas.core.datatypes",
+           "mmaas.core.samples", "mmaas.backends", "mmaas.backends.onnxruntime.backend"}
 class Blocker(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
         top = name.split(".")[0]
@@ -139,7 +139,7 @@ class Blocker(importlib.abc.MetaPathFinder):
             raise ImportError(f"the runtime image has no {name}")
         return None
 sys.meta_path.insert(0, Blocker())
-import mmaas.server.__main__, mmaas.server.app, mmaas.backends.onnxruntime
+import mmaas.server.__main__, mmaas.server.app, mmaas.backends.onnxruntime.backend
 print(",".join(sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED)))
 """
 

@@ -1,4 +1,4 @@
-"""``mmaas bench`` (mmaas.bench, mmaas.cli.bench) against the real server; here because
+"""``mmaas bench`` (mmaas.bench.load, mmaas.cli.bench) against the real server; here because
 it needs the server fixtures."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from mmaas.bench import BenchRequest, format_table, parse_shape, run
+from mmaas.bench.load import BenchRequest, format_table, parse_shape, run
 from mmaas.cli.bench import command
-from mmaas.errors import UsageError
+from mmaas.core.errors import UsageError
 
 from .conftest import RunningServer
 

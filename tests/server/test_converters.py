@@ -10,8 +10,8 @@ import pytest
 import tritonclient.grpc as triton
 from tritonclient.grpc import service_pb2
 
-from mmaas.datatypes import NUMPY_BY_DATATYPE
-from mmaas.errors import UsageError
+from mmaas.core.datatypes import NUMPY_BY_DATATYPE
+from mmaas.core.errors import UsageError
 from mmaas.server.converters import (
     decode_bytes,
     encode_bytes,

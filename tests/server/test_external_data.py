@@ -13,8 +13,9 @@ import pytest
 import tritonclient.grpc as triton
 
 from mmaas.backends import CompileRequest
-from mmaas.stage import build_model_dir
-from test_stage_external_data import INFO, external_data_model
+from mmaas.stage.build import build_model_dir
+from onnx_builder import EXTERNAL_INFO as INFO
+from onnx_builder import external_data_model
 
 from .conftest import RunningServer
 from .test_app import refused

@@ -17,13 +17,13 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from mmaas.errors import UsageError
-from mmaas.manifest import Manifest, ModelInfo
+from mmaas.core.errors import UsageError
+from mmaas.core.manifest import Manifest, ModelInfo
 
 # name -> "module:Class"; a plain dict, as pre-commit registers its languages.
 BACKENDS: dict[str, str] = {
-    "onnxruntime": "mmaas.backends.onnxruntime:OnnxRuntimeBackend",
-    "tensorrt": "mmaas.backends.tensorrt:TensorRTBackend",
+    "onnxruntime": "mmaas.backends.onnxruntime.backend:OnnxRuntimeBackend",
+    "tensorrt": "mmaas.backends.tensorrt.backend:TensorRTBackend",
 }
 
 
@@ -97,7 +97,7 @@ class Backend(Protocol):
         ...
 
     def check_compatible(self, manifest: Manifest) -> None:
-        """Raise :class:`~mmaas.errors.CompatibilityError` when this host cannot run an
+        """Raise :class:`~mmaas.core.errors.CompatibilityError` when this host cannot run an
         engine built as ``manifest.backend`` records, naming what was built for what."""
         ...
 

@@ -30,7 +30,7 @@ from mmaas.cli import (
     validate,
     verify,
 )
-from mmaas.errors import MmaasError, SpecError
+from mmaas.core.errors import MmaasError, SpecError
 
 BUG_EXIT = 3
 INTERRUPTED_EXIT = 130

@@ -1,5 +1,5 @@
 """``mmaas bench TARGET``: sweep concurrency against a KServe v2 gRPC server and print
-throughput and latency percentiles (see :mod:`mmaas.bench`)."""
+throughput and latency percentiles (see :mod:`mmaas.bench.load`)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from dataclasses import asdict
 
 import click
 
-from mmaas.bench import BenchRequest, format_table, parse_shape, run
+from mmaas.bench.load import BenchRequest, format_table, parse_shape, run
 from mmaas.cli.options import json_option
-from mmaas.errors import UsageError
+from mmaas.core.errors import UsageError
 
 
 @click.command("bench")

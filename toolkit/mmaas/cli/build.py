@@ -8,10 +8,10 @@ from pathlib import Path
 
 import click
 
+from mmaas.build.cache.reuse import CacheOptions
+from mmaas.build.pipeline import build_image
+from mmaas.build.registry import credentials_from_env, parse_registry, push_image
 from mmaas.cli.options import ca_bundle_option, json_option
-from mmaas.engine_reuse import CacheOptions
-from mmaas.pipeline import build_image
-from mmaas.registry import credentials_from_env, parse_registry, push_image
 
 
 @click.command("build")

@@ -1,6 +1,6 @@
 """``mmaas cache ls|export|import|prune``: the host's TensorRT timing caches.
 
-The store (``mmaas.timing_cache``) lives in ``--cache-dir``, else ``$MMAAS_TIMING_CACHE_DIR``,
+The store (``mmaas.backends.tensorrt.timing_cache``) lives in ``--cache-dir``, else ``$MMAAS_TIMING_CACHE_DIR``,
 else ``~/.cache/mmaas/timing-caches``. An export is a ``.tar.gz`` of ``<key>.cache`` +
 ``<key>.json`` pairs, which CI persists between runs and imports before a build.
 """
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import click
 
-from mmaas.errors import UsageError
-from mmaas.timing_cache import CacheEntry, TimingCacheStore, import_entry
+from mmaas.backends.tensorrt.timing_cache import CacheEntry, TimingCacheStore, import_entry
+from mmaas.core.errors import UsageError
 
 
 @click.group("cache")

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import click
 
-from mmaas.ci_changes import ChangeSet, changed_models
-from mmaas.ci_event import EventRefs, read_event
-from mmaas.ci_local import DEFAULT_WORKFLOW, run_local
-from mmaas.ci_summary import summary_table
-from mmaas.registry import parse_registry
+from mmaas.build.registry import parse_registry
+from mmaas.ci.changes import ChangeSet, changed_models
+from mmaas.ci.event import EventRefs, read_event
+from mmaas.ci.local import DEFAULT_WORKFLOW, run_local
+from mmaas.ci.summary import summary_table
 
 REPO_OPTION = click.option(
     "--repo",

@@ -1,4 +1,4 @@
-"""``mmaas doctor [--json]``: what this host can build (see :mod:`mmaas.doctor`)."""
+"""``mmaas doctor [--json]``: what this host can build (see :mod:`mmaas.build.doctor`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import click
 
-from mmaas.doctor import diagnose, render_text
+from mmaas.build.doctor import diagnose, render_text
 
 
 @click.command("doctor")

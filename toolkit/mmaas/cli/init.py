@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from mmaas.scaffold import init_model_folder
+from mmaas.spec.scaffold import init_model_folder
 
 
 @click.command("init")

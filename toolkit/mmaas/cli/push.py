@@ -7,9 +7,9 @@ from pathlib import Path
 
 import click
 
+from mmaas.build.registry import credentials_from_env, parse_registry, push_image
 from mmaas.cli.options import json_option
-from mmaas.registry import credentials_from_env, parse_registry, push_image
-from mmaas.spec_load import load_spec
+from mmaas.spec.load import load_spec
 
 
 @click.command("push")

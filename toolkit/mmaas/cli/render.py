@@ -3,7 +3,7 @@
 Both back ends: the compile and the package Dockerfile on stdout, each after a
 ``# ==> CONTEXT/<build>/Dockerfile (<phase> build) <==`` line. ONNX Runtime: the two
 ``docker build`` commands on stderr. TensorRT: on stderr the GPU route's command
-sequence (:func:`mmaas.tensorrt_build.gpu_build_commands`):
+sequence (:func:`mmaas.backends.tensorrt.gpu_route.gpu_build_commands`):
 build ``--target builder``, compile in ``docker run --gpus all``, copy the engine directory
 into the package context, build the package. ``--context DIR`` stages the build contexts
 (``DIR/compile``, ``DIR/package``) so that the printed commands run as they are on a host
@@ -20,13 +20,13 @@ from pathlib import Path
 
 import click
 
-from mmaas import docker_engine
+from mmaas.backends.tensorrt.gpu_route import gpu_build_commands
+from mmaas.backends.tensorrt.timing_cache import TimingCacheStore
+from mmaas.build import docker as docker_engine
+from mmaas.build.pipeline import plan_model, stage_context
+from mmaas.build.plan import ENGINE_CONTEXT, BuildPlan
+from mmaas.build.render import render_dockerfile
 from mmaas.cli.options import ca_bundle_option
-from mmaas.pipeline import plan_model, stage_context
-from mmaas.plan import ENGINE_CONTEXT, BuildPlan
-from mmaas.render import render_dockerfile
-from mmaas.tensorrt_build import gpu_build_commands
-from mmaas.timing_cache import TimingCacheStore
 
 
 @click.command("render")

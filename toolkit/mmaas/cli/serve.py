@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 
-from mmaas.pipeline import compile_local
-from mmaas.plan import runtime_env
+from mmaas.build.pipeline import compile_local
+from mmaas.build.plan import runtime_env
 
 
 @click.command("serve")

@@ -6,10 +6,10 @@ import json
 
 import click
 
-from mmaas.catalog import resolve_model
 from mmaas.cli.options import json_option
-from mmaas.spec import InputSpec, OutputSpec
-from mmaas.spec_load import LoadedSpec, load_spec
+from mmaas.spec.catalog import resolve_model
+from mmaas.spec.load import LoadedSpec, load_spec
+from mmaas.spec.model import InputSpec, OutputSpec
 
 
 @click.command("validate")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 
-from mmaas.errors import MmaasError
+from mmaas.core.errors import MmaasError
 from mmaas.server.app import serve
 from mmaas.server.settings import from_env
 

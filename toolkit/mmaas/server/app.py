@@ -26,8 +26,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
 
-from mmaas.errors import MmaasError
-from mmaas.manifest import Manifest, read_manifest
+from mmaas.core.errors import MmaasError
+from mmaas.core.manifest import Manifest, read_manifest
 from mmaas.server import runtime
 from mmaas.server.batcher import Scheduler
 from mmaas.server.config import ConfigFacts

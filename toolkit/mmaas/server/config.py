@@ -14,7 +14,7 @@ from typing import Any
 
 from tritonclient.grpc import model_config_pb2, service_pb2
 
-from mmaas.manifest import ModelInfo, TensorInfo
+from mmaas.core.manifest import ModelInfo, TensorInfo
 
 PLATFORMS = {"onnxruntime": "onnxruntime_onnx", "tensorrt": "tensorrt_plan"}
 

@@ -4,7 +4,7 @@ The wire format is KServe v2 / Open Inference Protocol (Triton's ``grpc_service.
 a tensor's data is either one ``raw_input_contents`` / ``raw_output_contents`` entry
 (little-endian, row-major; BYTES as elements each prefixed by a 4-byte little-endian
 length) or its typed ``contents`` field (:data:`CONTENTS_FIELD`). Datatype names and
-numpy dtypes come from the one table in :mod:`mmaas.datatypes`. Every malformed tensor
+numpy dtypes come from the one table in :mod:`mmaas.core.datatypes`. Every malformed tensor
 raises :class:`~mmaas.server.status.InvalidArgument` naming the tensor and the field.
 """
 
@@ -17,8 +17,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from mmaas.datatypes import NUMPY_BY_DATATYPE, from_numpy
-from mmaas.errors import UsageError
+from mmaas.core.datatypes import NUMPY_BY_DATATYPE, from_numpy
+from mmaas.core.errors import UsageError
 from mmaas.server.status import InvalidArgument
 
 # KServe v2 InferTensorContents field per datatype; FP16 and BF16 travel only as raw bytes.

@@ -1,8 +1,8 @@
 """Start-up of the served model: verify, load the engine instances, warm them up.
 
 The order is the design's (docs/design.md, "Runtime server settings"): the manifest
-self-checks (:func:`mmaas.manifest.read_manifest`), the engine is re-hashed against it
-(:func:`mmaas.manifest.verify_engine`) and against the deployer's ``MMAAS_EXPECTED_ENGINE``
+self-checks (:func:`mmaas.core.manifest.read_manifest`), the engine is re-hashed against it
+(:func:`mmaas.core.manifest.verify_engine`) and against the deployer's ``MMAAS_EXPECTED_ENGINE``
 pin, the back end checks this host can run it (:meth:`Backend.check_compatible`), then
 ``instance_count`` engines are loaded and each runs at the profile's opt shapes.
 """
@@ -15,10 +15,10 @@ import os
 import time
 
 from mmaas.backends import Engine, get_backend
-from mmaas.datatypes import element_size
-from mmaas.errors import IntegrityError
-from mmaas.manifest import Manifest, ModelInfo, verify_engine
-from mmaas.samples import profile_shape, sample_inputs
+from mmaas.core.datatypes import element_size
+from mmaas.core.errors import IntegrityError
+from mmaas.core.manifest import Manifest, ModelInfo, verify_engine
+from mmaas.core.samples import profile_shape, sample_inputs
 from mmaas.server.settings import MIN_MESSAGE_SIZE, Settings
 
 log = logging.getLogger("mmaas.server")

@@ -22,8 +22,8 @@ import grpc
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
 import mmaas
-from mmaas.errors import InputError
-from mmaas.manifest import ModelInfo
+from mmaas.core.errors import InputError
+from mmaas.core.manifest import ModelInfo
 from mmaas.server import config
 from mmaas.server.batcher import Scheduler
 from mmaas.server.converters import from_outputs, to_inputs

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from mmaas.errors import UsageError
+from mmaas.core.errors import UsageError
 
 T = TypeVar("T")
 MIN_MESSAGE_SIZE = 64 * 1024 * 1024

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mmaas.datatypes import NUMPY_BY_DATATYPE
-from mmaas.manifest import ModelInfo, TensorInfo
+from mmaas.core.datatypes import NUMPY_BY_DATATYPE
+from mmaas.core.manifest import ModelInfo, TensorInfo
 from mmaas.server.status import InvalidArgument
 
 

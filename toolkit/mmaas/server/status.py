@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import grpc
 
-from mmaas.errors import MmaasError
+from mmaas.core.errors import MmaasError
 
 
 class RequestError(MmaasError):

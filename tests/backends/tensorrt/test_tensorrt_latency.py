@@ -1,0 +1,150 @@
+"""The TensorRT latency gate's timer (``TensorRTBackend.measure_latency``): the exact
+``trtexec --loadEngine`` argv, and its figures parsed from the real trtexec logs in
+tests/fixtures/trtexec (no GPU here: trtexec cannot run, so argv and parser are the
+contract). Also the image labels the GPU build adds from ``manifest.backend`` (C12),
+from a fake GPU description (the boundary that cannot exist here)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mmaas.backends.tensorrt.gpu_route import target_tag, tensorrt_labels
+from mmaas.backends.tensorrt.latency import latency_argv, latency_figures
+from mmaas.backends.tensorrt.trtexec.log import parse_trtexec_log
+from mmaas.core.errors import BuildError
+from mmaas.core.manifest import FileRecord, Manifest, ModelInfo, TensorInfo
+from paths import FIXTURES
+
+LOGS = FIXTURES / "trtexec"
+DET = ModelInfo(
+    "det",
+    "1",
+    "tensorrt",
+    "fp16",
+    4,
+    (
+        TensorInfo(
+            "x", "FP32", (-1, 3, -1, -1), (1, 3, 32, 32), (1, 3, 640, 640), (4, 3, 1280, 1280)
+        ),
+    ),
+    (TensorInfo("y", "FP32", (-1, 1, -1, -1)),),
+)
+TWO = ModelInfo(
+    "two",
+    "1",
+    "tensorrt",
+    "fp16",
+    0,
+    (
+        TensorInfo("onnx::ids", "INT64", (-1, -1), (1, 1), (1, 16), (1, 64)),
+        TensorInfo("scale", "FP32", (), (), (), ()),
+    ),
+    (TensorInfo("y", "FP32", (-1,)),),
+)
+
+
+def log(name: str, code: int = 0):
+    return parse_trtexec_log((LOGS / name).read_text(), code)
+
+
+def test_argv_times_exactly_the_requested_runs_at_the_gate_shapes() -> None:
+    argv = latency_argv("/usr/src/tensorrt/bin/trtexec", Path("/m/model.plan"), DET, "10.13.2.6",
+                        {"x": (2, 3, 640, 480)}, 50, 5)  # fmt: skip
+    assert argv == [
+        "/usr/src/tensorrt/bin/trtexec",
+        "--loadEngine=/m/model.plan",
+        "--shapes=x:2x3x640x480",
+        "--iterations=50",
+        "--duration=0",
+        "--warmUp=200",
+    ]
+
+
+def test_argv_quotes_colon_names_writes_scalars_and_skips_warmup() -> None:
+    shapes = {"onnx::ids": (1, 8), "scale": ()}
+    assert latency_argv("trtexec", Path("e.plan"), TWO, "10.14", shapes, 10, 0)[2:] == [
+        "--shapes='onnx::ids':1x8,scale:scalar",
+        "--iterations=10",
+        "--duration=0",
+        "--warmUp=0",
+    ]
+
+
+def test_static_model_gets_no_shapes_flag() -> None:
+    static = ModelInfo("s", "1", "tensorrt", "fp32", 0, (TensorInfo("x", "FP32", (1, 4)),), ())
+    argv = latency_argv("trtexec", Path("e.plan"), static, "10.13", {"x": (1, 4)}, 5, 1)
+    assert not any(a.startswith("--shapes") for a in argv)
+
+
+def test_releases_before_8_5_are_refused() -> None:
+    with pytest.raises(BuildError, match=r"needs trtexec 8\.5 or newer"):
+        latency_argv("trtexec", Path("e.plan"), DET, "8.4.1", {"x": (1, 3, 64, 64)}, 5, 1)
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        (
+            "trt10.13-pass-dynamic-bf16-excerpt.log",
+            (1667.89, 1673.26, 1674.64, 1666.9, 1674.64),
+        ),
+        (
+            "trt10.14-pass-implicit-dynamic-shape-override.log",
+            (0.0383301, 0.0395508, 0.046875, 0.0385501, 0.26416),
+        ),
+        ("trt8.5-pass-dynamic-fp16.log", (9.82507, 9.88892, 9.96838, 9.82231, 10.0364)),
+    ],
+)
+def test_figures_come_from_the_latency_line(name: str, expected: tuple[float, ...]) -> None:
+    figures = latency_figures(log(name), 50)
+    keys = ("p50_ms", "p90_ms", "p99_ms", "mean_ms", "max_ms")
+    assert tuple(figures[k] for k in keys) == expected
+    assert (
+        figures["timer"].startswith("trtexec --loadEngine: Latency")
+        and "50 runs" in figures["timer"]
+    )
+
+
+def test_a_log_without_p90_or_summary_or_a_failed_run_is_an_error() -> None:
+    with pytest.raises(BuildError, match="90th and 99th"):
+        latency_figures(log("trt8.4-pass-dynamic-fp16-verbose.log"), 5)  # prints only 99 %
+    with pytest.raises(BuildError, match="90th and 99th"):
+        latency_figures(
+            log("trt10.14-pass-dynamic-fp16-timingcache-save-skipinference-verbose.log"), 5
+        )
+    with pytest.raises(BuildError, match="trtexec --loadEngine failed"):
+        latency_figures(log("trt10.16-fail-onnx-parse-plugin-not-found.log", 1), 5)
+
+
+def test_fake_gpu_facts_become_image_labels() -> None:
+    record = FileRecord("model.plan", "blake3:0", "sha256:0", 1)
+    facts = {
+        "name": "tensorrt",
+        "version": "10.13.2.6",
+        "gpu": {"name": "NVIDIA A10", "compute_capability": "8.6"},
+        "driver_version": "580.65.06",
+        "cuda_version": "13.0.0",
+        "min_driver": "580.65.06",
+    }
+    manifest = Manifest(DET, record, record, "sha256:0", facts, {})
+    assert tensorrt_labels(manifest) == {
+        "io.mmaas.tensorrt.version": "10.13.2.6",
+        "io.mmaas.cuda.version": "13.0.0",
+        "io.mmaas.driver.min": "580.65.06",
+        "io.mmaas.gpu.name": "NVIDIA A10",
+        "io.mmaas.gpu.compute_capability": "8.6",
+        "io.mmaas.gpu.target": "sm86",
+    }
+    unknown = Manifest(
+        DET, record, record, "sha256:0", {**facts, "gpu": None, "min_driver": None}, {}
+    )
+    assert set(tensorrt_labels(unknown)) == {"io.mmaas.tensorrt.version", "io.mmaas.cuda.version"}
+
+
+def test_gpu_target_tag_needs_this_gpu_among_the_targets() -> None:
+    assert target_tag("mmaas/det:1.0.0", "8.6", []) is None
+    assert target_tag("mmaas/det:1.0.0", "8.6", ["sm80", "sm86"]) == "mmaas/det:1.0.0-sm86"
+    with pytest.raises(BuildError, match=r"GPU is sm75, but build\.tensorrt\.gpu_targets"):
+        target_tag("mmaas/det:1.0.0", "7.5", ["sm80", "sm90"])

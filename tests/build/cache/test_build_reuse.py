@@ -1,0 +1,184 @@
+"""C13 and the engine cache against the real Docker engine (BuildKit): a runtime-settings
+change, a README change or a revision label never re-runs the engine compile; without the
+engine cache the compile layer itself is reused; the registry shares engines between
+machines; a failed gate fails the build.
+
+One model (a copy of ppocr-cls under a throw-away ``mmaas-test/`` repository) is built cold
+once per module; every test rebuilds it and reads BuildKit's step states from the output.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from mmaas.build.cache.reuse import CacheOptions
+from mmaas.build.pipeline import BuildResult, build_image
+from mmaas.build.registry import RegistryTarget
+from mmaas.core import proc
+from mmaas.core.errors import DockerError
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+COMPILE_STEP = "python -m mmaas.stage build"
+
+
+@dataclass
+class Model:
+    """The module's model folder, its pristine model.yaml and the cold build."""
+
+    folder: Path
+    spec: str
+    cache: Path
+    cold: BuildResult
+
+    def write(self, text: str) -> None:
+        (self.folder / "model.yaml").write_text(text)
+
+    def build(
+        self, capsys, cache: CacheOptions | None = None, **options
+    ) -> tuple[BuildResult, str, list[str]]:
+        """Build; return the result, the build output and the engine-cache notes."""
+        notes: list[str] = []
+        capsys.readouterr()
+        result = build_image(
+            self.folder, cache=cache or CacheOptions(root=self.cache), say=notes.append, **options
+        )
+        return result, capsys.readouterr().err, notes
+
+
+def states(output: str, fragment: str) -> list[str]:
+    """BuildKit's state (CACHED, DONE, ERROR) of every step whose instruction holds
+    ``fragment``, in output order (``#N [stage i/n] INSTRUCTION`` ... ``#N CACHED``)."""
+    lines = output.splitlines()
+    found = []
+    for index, line in enumerate(lines):
+        step = re.match(r"#(\d+) \[[^\]]+\] (.*)", line)
+        if step and fragment in step.group(2):
+            state = next(
+                (
+                    m.group(1)
+                    for later in lines[index + 1 :]
+                    if (m := re.match(rf"#{step.group(1)} (CACHED|DONE|ERROR)", later))
+                ),
+                "?",
+            )
+            found.append(state)
+    return found
+
+
+@pytest.fixture(scope="module")
+def model(
+    docker_cli: list[str],
+    base_image: str,
+    ppocr_models: dict[str, Path],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Model]:
+    """ppocr-cls under a throw-away repository, built cold once; its images are removed
+    at the end."""
+    folder = tmp_path_factory.mktemp("reuse") / "cls"
+    shutil.copytree(ppocr_models["ppocr-cls"].parent, folder)
+    repository = f"mmaas-test/cls-reuse-{secrets.token_hex(4)}"
+    spec = (
+        folder / "model.yaml"
+    ).read_text() + f"image: {{repository: {repository}, base_image: {base_image}}}\n"
+    (folder / "model.yaml").write_text(spec)
+    cache = folder.parent / "engine-cache"
+    cold = build_image(folder, cache=CacheOptions(root=cache), say=lambda _: None)
+    yield Model(folder, spec, cache, cold)
+    images = proc.run(
+        [*docker_cli, "image", "ls", "--quiet", "--filter", f"reference={repository}"], check=False
+    ).stdout.split()
+    if images:
+        proc.run([*docker_cli, "image", "rm", "--force", *set(images)], check=False)
+
+
+def test_cold_build_compiled_and_cached_the_engine(model: Model) -> None:
+    assert model.cold.engine_cache == "miss" and model.cold.engine_key
+    entry = model.cache / model.cold.engine_key.partition(":")[2]
+    assert sorted(p.name for p in entry.iterdir()) == [
+        "manifest.json",
+        "model.ort.onnx",
+        "model.ort.onnx.data",
+        "report.json",
+    ]
+
+
+def test_runtime_settings_change_hits_the_engine_cache(model: Model, capsys) -> None:
+    model.write(
+        model.spec.replace('version: "1.0.0"', 'version: "1.0.1"')
+        + "runtime: {instance_count: 2, grpc_port: 9001}\n"
+    )
+    try:
+        result, output, notes = model.build(capsys)
+    finally:
+        model.write(model.spec)
+    assert notes[0].startswith(f"engine cache hit {model.cold.engine_key}")
+    assert result.engine_cache == "hit" and result.engine_key == model.cold.engine_key
+    assert states(output, COMPILE_STEP) == []  # no compile build ran
+    assert states(output, "COPY --from=builder /opt/mmaas/engine/") == ["CACHED"]
+    assert result.manifest.engine == model.cold.manifest.engine
+    assert result.manifest.model.version == "1.0.1"
+
+
+def test_readme_change_and_revision_label_reuse_every_layer(model: Model, capsys) -> None:
+    (model.folder / "README.md").write_text("A new paragraph about the classifier.\n")
+    result, output, _ = model.build(capsys, revision="0123abcd" * 5)
+    assert result.engine_cache == "hit" and states(output, COMPILE_STEP) == []
+    ran = [line for line in output.splitlines() if re.match(r"#\d+ \[(builder|runtime) ", line)]
+    assert ran and all(
+        state == "CACHED"
+        for fragment in ran
+        for state in states(output, fragment.split("] ", 1)[1])
+    )
+    assert result.labels["org.opencontainers.image.revision"] == "0123abcd" * 5
+    assert result.manifest == model.cold.manifest
+
+
+def test_without_the_engine_cache_the_compile_layer_is_reused(model: Model, capsys) -> None:
+    model.write(model.spec + "runtime: {instance_count: 3}\n")
+    try:
+        result, output, _ = model.build(capsys, cache=CacheOptions(enabled=False))
+    finally:
+        model.write(model.spec)
+    assert result.engine_cache == "off"
+    assert states(output, COMPILE_STEP) == ["CACHED"]
+    assert result.manifest.engine == model.cold.manifest.engine
+
+
+def test_a_fresh_cache_gets_the_engine_from_the_registry(
+    model: Model, capsys, local_registry, monkeypatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("MMAAS_REGISTRY_USER", local_registry.user)
+    monkeypatch.setenv("MMAAS_REGISTRY_PASSWORD", local_registry.password)
+    registry = RegistryTarget(local_registry.host, "ci")
+    first, _, notes = model.build(capsys, CacheOptions(root=tmp_path / "a", registry=registry))
+    assert first.engine_cache == "miss"
+    assert any(
+        n.startswith(f"engine cache entry pushed: {local_registry.host}/ci/ppocr-cls-engine-cache:")
+        for n in notes
+    ), notes
+    second, output, notes = model.build(
+        capsys, CacheOptions(root=tmp_path / "b", registry=registry)
+    )
+    assert second.engine_cache == "hit-registry", notes
+    assert any("(pulled from " in note for note in notes)
+    assert states(output, COMPILE_STEP) == []
+    assert second.manifest.engine == model.cold.manifest.engine
+
+
+def test_a_failed_gate_fails_the_build_with_its_figures(model: Model, capsys) -> None:
+    model.write(model.spec + "checks: {latency: {p99_ms: 0.001, runs: 3, warmup: 0}}\n")
+    try:
+        with pytest.raises(DockerError):
+            model.build(capsys)
+    finally:
+        model.write(model.spec)
+    output = capsys.readouterr().err
+    assert "mmaas stage: error: latency gate failed: p99 " in output
+    assert "exceeds the budget 0.001 ms" in output

@@ -1,0 +1,111 @@
+"""End to end: `mmaas build models/ppocr-det` -> container -> tritonclient, on a real Docker
+engine. The image is built once per module through the real CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import tritonclient.grpc as grpcclient
+from scripts import demo_request as demo
+from tritonclient.utils import InferenceServerException
+
+from docker_fixtures import image_manifest, run_container, tampered_image, wait_for_grpc_serving
+from mmaas.core import proc
+from paths import ROOT
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+IMAGE = "mmaas/ppocr-det:1.0.0"
+
+
+def mmaas(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run the real CLI (the console script installed beside this Python) in a subprocess."""
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "mmaas"), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
+    )
+
+
+@pytest.fixture(scope="module")
+def built(docker_cli: list[str], base_image: str, ppocr_models: dict[str, Path]) -> dict:
+    """The ppocr-det image, built through `mmaas build --json`."""
+    proc.run([*docker_cli, "image", "rm", "--force", IMAGE], check=False)
+    result = mmaas("build", "models/ppocr-det", "--json")
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout)
+
+
+@pytest.fixture(scope="module")
+def server(built: dict, docker_cli: list[str]):
+    """A running container of the image, SERVING on a loopback port."""
+    with run_container(docker_cli, IMAGE, ports=[8001]) as container:
+        wait_for_grpc_serving(container.port, timeout=60, container=container)
+        yield container
+
+
+@pytest.fixture(scope="module")
+def reference(ppocr_models: dict[str, Path]) -> ort.InferenceSession:
+    return ort.InferenceSession(str(ppocr_models["ppocr-det"]), providers=["CPUExecutionProvider"])
+
+
+def test_build_reports_image_engine_and_labels(built: dict, docker_cli: list[str]) -> None:
+    assert built["image"] == IMAGE
+    assert built["engine"]["path"] == "model.ort.onnx"
+    inspected = json.loads(proc.run([*docker_cli, "image", "inspect", IMAGE]).stdout)[0]
+    labels = inspected["Config"]["Labels"]
+    assert labels["io.mmaas.engine.blake3"] == built["engine"]["blake3"]
+    data = image_manifest(docker_cli, IMAGE)["engine_data"]
+    assert labels["io.mmaas.engine-data.blake3"] == ",".join(f["blake3"] for f in data)
+    assert labels["io.mmaas.model.name"] == "ppocr-det"
+    assert labels["org.opencontainers.image.version"] == "1.0.0"
+    assert inspected["Config"]["User"] == "10001"
+
+
+@pytest.mark.parametrize("size", ["640x640", "320x480"])
+def test_real_image_equals_in_process_onnxruntime(server, reference, size: str) -> None:
+    width, height = (int(v) for v in size.split("x"))
+    array = demo.det_input(demo.render_text_image(width, height))
+    output, _ = demo.infer(f"127.0.0.1:{server.port}", "ppocr-det", array)
+    expected = reference.run(None, {"x": array})[0]
+    assert output.shape == (1, 1, height, width)
+    np.testing.assert_allclose(output, expected, atol=1e-4, rtol=0)
+    assert (output > 0.3).sum() > 1000  # the rendered text is detected
+
+
+def test_tensor_outside_the_profile_is_invalid_argument(server) -> None:
+    client = grpcclient.InferenceServerClient(url=f"127.0.0.1:{server.port}")
+    tensor = grpcclient.InferInput("x", [1, 3, 16, 16], "FP32")
+    tensor.set_data_from_numpy(np.zeros((1, 3, 16, 16), np.float32))
+    with pytest.raises(InferenceServerException) as raised:
+        client.infer("ppocr-det", [tensor])
+    assert raised.value.status() == "StatusCode.INVALID_ARGUMENT"
+    assert "32" in raised.value.message()  # names the allowed range
+
+
+def test_verify_accepts_the_image(built: dict) -> None:
+    result = mmaas("verify", IMAGE, "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["engine"]["blake3"] == built["engine"]["blake3"]
+
+
+def test_tampered_engine_image_refuses_to_start(built: dict, docker_cli: list[str]) -> None:
+    """A derived image that appends one byte to the engine: the container exits non-zero
+    with a clear line before serving, and `mmaas verify` fails."""
+    engine = "/opt/mmaas/model/model.ort.onnx"
+    with tampered_image(docker_cli, IMAGE, engine, "mmaas-test/ppocr-det:tampered") as tampered:
+        with run_container(docker_cli, tampered, ports=[8001]) as container:
+            assert container.wait_exit(timeout=60) == 1
+            logs = container.logs()
+            assert "does not match its manifest" in logs
+            assert "Traceback" not in logs
+        result = mmaas("verify", tampered)
+        assert result.returncode == 1
+        assert "does not match its manifest" in result.stderr

@@ -1,0 +1,22 @@
+"""The committed JSON Schema of model.yaml is the one ModelSpec generates."""
+
+from __future__ import annotations
+
+import json
+
+from scripts import gen_schema as generator
+
+from paths import ROOT
+
+
+def test_committed_schema_is_current() -> None:
+    assert generator.SCHEMA_PATH.read_text() == generator.render_schema(), (
+        "schema/model.schema.json is stale: run python scripts/gen_schema.py"
+    )
+
+
+def test_schema_forbids_unknown_keys_and_requires_the_basics() -> None:
+    schema = json.loads((ROOT / "schema" / "model.schema.json").read_text())
+    assert schema["additionalProperties"] is False
+    assert set(schema["required"]) == {"name", "version", "source"}
+    assert schema["$defs"]["InputSpec"]["additionalProperties"] is False

@@ -1,0 +1,116 @@
+"""trtexec shape specs of an optimization profile, and the checks that make them complete.
+
+The syntax is trtexec's parser (``getShapesBuild`` / ``splitNameAndValue`` in
+``samples/common/sampleOptions.cpp``): all inputs in one ``--minShapes`` (``--optShapes``,
+``--maxShapes``) element, comma separated, ``name:1x3x224x224``; a name holding ``:`` is
+wrapped in single quotes (``'onnx::Conv_1':1x3x224x224``, C1); a rank-0 input is
+``name:scalar`` where the parser knows that word (10.x and later). A name holding ``'`` or
+``,`` cannot be written. trtexec silently sets an uncovered dynamic dim to 1, so every input
+with a dynamic dim must carry a full profile; a model without dynamic inputs gets no shape
+flags (trtexec refuses explicit shapes for a static model).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from mmaas.core.errors import SpecProblem
+from mmaas.core.manifest import ModelInfo, TensorInfo
+
+UNQUOTABLE = ("'", ",")
+
+
+def shape_spec(inputs: Sequence[TensorInfo], point: str, scalar_word: bool) -> str:
+    """One shape-list value: ``name:AxB,'a:b':C`` at ``point`` (``min``/``opt``/``max``);
+    rank-0 inputs become ``name:scalar`` when ``scalar_word``, else are left out."""
+    parts = []
+    for tensor in inputs:
+        dims = getattr(tensor, point)
+        if not dims and not scalar_word:
+            continue
+        value = "x".join(str(d) for d in dims) if dims else "scalar"
+        name = f"'{tensor.name}'" if ":" in tensor.name else tensor.name
+        parts.append(f"{name}:{value}")
+    return ",".join(parts)
+
+
+def profile_args(
+    model: ModelInfo, scalar_word: bool, problems: list[SpecProblem], spec_file: str
+) -> list[str]:
+    """The three shape flags, or none for a static model; appends every profile
+    problem (unquotable name, missing profile, rank, static dim, order) to ``problems``."""
+    for index, tensor in enumerate(model.inputs):
+        problems += _tensor_problems(tensor, f"inputs[{index}]", spec_file)
+    if not any(-1 in tensor.shape for tensor in model.inputs):
+        return []
+    return [
+        f"--{point}Shapes={shape_spec(model.inputs, point, scalar_word)}"
+        for point in ("min", "opt", "max")
+    ]
+
+
+def _tensor_problems(tensor: TensorInfo, key: str, spec_file: str) -> list[SpecProblem]:
+    if any(char in tensor.name for char in UNQUOTABLE):
+        return [
+            SpecProblem(
+                spec_file,
+                f"{key}.name",
+                f"{tensor.name!r} holds a quote or "
+                "comma, which trtexec's shape syntax cannot express; rename the "
+                "input in the ONNX export",
+            )
+        ]
+    profile = {point: getattr(tensor, point) for point in ("min", "opt", "max")}
+    if any(dims is None for dims in profile.values()):
+        if -1 in tensor.shape:
+            return [
+                SpecProblem(
+                    spec_file,
+                    key,
+                    f"input {tensor.name!r} has dynamic dims "
+                    "but no min/opt/max; trtexec would force them to 1",
+                )
+            ]
+        return []
+    return _profile_problems(tensor, profile, key, spec_file)
+
+
+def _profile_problems(
+    tensor: TensorInfo, profile: dict[str, Any], key: str, spec_file: str
+) -> list[SpecProblem]:
+    problems = []
+    for point, dims in profile.items():
+        if len(dims) != len(tensor.shape):
+            problems.append(
+                SpecProblem(
+                    spec_file,
+                    f"{key}.{point}",
+                    f"rank {len(dims)} but input {tensor.name!r} has rank {len(tensor.shape)}",
+                )
+            )
+    if problems:
+        return problems
+    for axis, declared in enumerate(tensor.shape):
+        low, mid, high = (profile[p][axis] for p in ("min", "opt", "max"))
+        if declared != -1 and not low == mid == high == declared:
+            problems.append(
+                SpecProblem(
+                    spec_file,
+                    f"{key}.min[{axis}]",
+                    f"axis {axis} of "
+                    f"{tensor.name!r} is static ({declared}) in the ONNX "
+                    "graph; min, opt and max must all equal it",
+                )
+            )
+        elif not low <= mid <= high:
+            problems.append(
+                SpecProblem(
+                    spec_file,
+                    f"{key}.opt[{axis}]",
+                    f"axis {axis} of "
+                    f"{tensor.name!r}: need min <= opt <= max, got "
+                    f"{low}, {mid}, {high}",
+                )
+            )
+    return problems

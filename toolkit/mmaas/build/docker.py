@@ -1,0 +1,224 @@
+"""The only module that talks to Docker (through the docker CLI, argv lists only).
+
+Client choice: ``MMAAS_DOCKER`` when set, else the first of ``docker`` on PATH and
+``/usr/bin/docker`` that reaches the engine, preferring one that can run BuildKit.
+BuildKit is used when the client has the buildx plug-in or is older than 23.0 (its
+built-in BuildKit, ``DOCKER_BUILDKIT=1``); otherwise the legacy builder
+(``DOCKER_BUILDKIT=0``) runs the same Dockerfile rendered without cache mounts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from mmaas.core import proc
+from mmaas.core.errors import DockerError, ProcessError
+
+START_HINT = (
+    "start the engine (as root: `dockerd &`, or run scripts/setup.sh), or point "
+    "MMAAS_DOCKER at a client that reaches one"
+)
+
+
+@dataclass(frozen=True)
+class DockerClient:
+    """A docker CLI that reaches an engine.
+
+    Attributes:
+        binary: path of the client executable.
+        buildkit: True when ``DOCKER_BUILDKIT=1`` builds work with it.
+        server_version: the engine's version string.
+    """
+
+    binary: str
+    buildkit: bool
+    server_version: str
+
+    def argv(self, *args: str) -> list[str]:
+        """``[binary, *args]``."""
+        return [self.binary, *args]
+
+    @property
+    def build_env(self) -> dict[str, str]:
+        """Environment for ``docker build``: selects BuildKit or the legacy builder."""
+        return {"DOCKER_BUILDKIT": "1" if self.buildkit else "0"}
+
+
+@cache
+def client() -> DockerClient:
+    """The Docker client to use (cached for the process).
+
+    Raises:
+        DockerError: no candidate client reaches a Docker engine (says how to start one).
+    """
+    candidates = (
+        [os.environ["MMAAS_DOCKER"]]
+        if os.environ.get("MMAAS_DOCKER")
+        else [path for path in (shutil.which("docker"), "/usr/bin/docker") if path]
+    )
+    reachable: list[DockerClient] = []
+    problems = []
+    for binary in dict.fromkeys(candidates):
+        try:
+            versions = json.loads(
+                proc.run(
+                    [binary, "version", "--format", "{{json .}}"], what="docker version"
+                ).stdout
+            )
+        except (ProcessError, ValueError) as exc:
+            problems.append(f"{binary}: {str(exc).splitlines()[0]}")
+            continue
+        found = DockerClient(
+            binary,
+            _has_buildkit(binary, versions),
+            versions.get("Server", {}).get("Version", "unknown"),
+        )
+        if found.buildkit:
+            return found
+        reachable.append(found)
+    if reachable:
+        return reachable[0]
+    raise DockerError(
+        "cannot reach a Docker engine (" + "; ".join(problems or ["no docker client found"]) + ")",
+        hint=START_HINT,
+    )
+
+
+def _has_buildkit(binary: str, versions: Mapping[str, Any]) -> bool:
+    if proc.run([binary, "buildx", "version"], check=False).returncode == 0:
+        return True
+    client_version = str((versions.get("Client") or {}).get("Version", "0"))
+    return int(client_version.split(".")[0] or 0) < 23
+
+
+def run(
+    args: Sequence[str],
+    *,
+    config: Path | None = None,
+    input_bytes: bytes | None = None,
+    check: bool = False,
+) -> subprocess.CompletedProcess[str]:
+    """Run the chosen client with ``args`` and capture its output. ``config`` selects a
+    Docker config directory (``docker --config DIR``, e.g. a throw-away login);
+    ``input_bytes`` go to stdin (``login --password-stdin``: never a password on argv).
+
+    Raises:
+        ProcessError: ``check`` is set and the client exits non-zero.
+    """
+    prefix = ["--config", str(config)] if config is not None else []
+    return proc.run(
+        client().argv(*prefix, *args),
+        input_bytes=input_bytes,
+        check=check,
+        what=f"docker {args[0]}",
+    )
+
+
+def build(
+    context: Path,
+    dockerfile: Path,
+    tag: str,
+    *,
+    labels: Mapping[str, str] | None = None,
+    target: str | None = None,
+    echo: bool = True,
+) -> str:
+    """``docker build`` the staged ``context``; stream progress to stderr; return the
+    image id (``sha256:<hex>``).
+
+    Raises:
+        DockerError: the build failed; carries the tail of the build output.
+    """
+    docker = client()
+    with tempfile.TemporaryDirectory(prefix="mmaas-iid-") as scratch:
+        iidfile = Path(scratch) / "iid"
+        argv = docker.argv(
+            "build",
+            *build_args(dockerfile, tag, labels or {}, target, docker.buildkit),
+            "--iidfile",
+            str(iidfile),
+            str(context),
+        )
+        try:
+            proc.stream(argv, env=docker.build_env, echo=echo, what="docker build")
+        except ProcessError as exc:
+            raise DockerError(
+                f"docker build of {tag} failed (exit {exc.returncode})\n"
+                f"  last output:\n"
+                + "\n".join("    " + line for line in exc.output_tail.splitlines())
+            ) from exc
+        return iidfile.read_text().strip()
+
+
+def build_args(
+    dockerfile: Path, tag: str, labels: Mapping[str, str], target: str | None, buildkit: bool
+) -> list[str]:
+    """The ``docker build`` arguments (without the client and context), for display too."""
+    args = ["--file", str(dockerfile), "--tag", tag]
+    if buildkit:
+        args += ["--progress", "plain"]
+    for name, value in labels.items():
+        args += ["--label", f"{name}={value}"]
+    if target:
+        args += ["--target", target]
+    return args
+
+
+def add_labels(tag: str, labels: Mapping[str, str]) -> str:
+    """Re-tag ``tag`` as itself plus ``labels`` (a metadata-only build, no new layer);
+    return the new image id. Takes a tag, not an id: BuildKit resolves ``FROM sha256:...``
+    on Docker Hub, but a local tag from the local image store."""
+    with tempfile.TemporaryDirectory(prefix="mmaas-label-") as scratch:
+        dockerfile = Path(scratch) / "Dockerfile"
+        dockerfile.write_text(f"FROM {tag}\n")
+        return build(Path(scratch), dockerfile, tag, labels=labels, echo=False)
+
+
+def inspect_image(image: str) -> dict[str, Any]:
+    """``docker image inspect`` of one image as a dict.
+
+    Raises:
+        DockerError: no such image.
+    """
+    result = run(["image", "inspect", image])
+    if result.returncode != 0:
+        raise DockerError(
+            f"no image {image!r} in the local Docker engine",
+            hint="build it with `mmaas build` or pull it first",
+        )
+    data: list[dict[str, Any]] = json.loads(result.stdout)
+    return data[0]
+
+
+def image_labels(image: str) -> dict[str, str]:
+    """The labels of a local image (empty dict when it has none)."""
+    config = inspect_image(image).get("Config") or {}
+    return dict(config.get("Labels") or {})
+
+
+def copy_from_image(image: str, source: str, dest: Path) -> Path:
+    """Copy the directory ``source`` out of the LOCAL ``image`` (without running it) to
+    ``dest``. The image is looked up first, so a mistyped name is an error here and never
+    a pull from a registry (``docker create`` would pull).
+
+    Raises:
+        DockerError: no such local image, or ``source`` is not in it (not an mmaas image).
+    """
+    inspect_image(image)
+    container = run(["create", image], check=True).stdout.strip()
+    try:
+        copied = run(["cp", f"{container}:{source}", str(dest)])
+        if copied.returncode != 0:
+            raise DockerError(f"{image} has no {source}: not an image built by mmaas")
+    finally:
+        run(["rm", "--force", container])
+    return dest

@@ -1,0 +1,38 @@
+"""Render a BuildPlan's Dockerfile from ``templates/`` with Jinja2 (StrictUndefined).
+
+Templates hold no logic beyond ``if``/``for`` over values the plan computed; every
+rendered Dockerfile starts with a comment naming its template and the plan digest.
+"""
+
+from __future__ import annotations
+
+import json
+
+import jinja2
+
+from mmaas.build.plan import TEMPLATES_DIR, BuildPlan
+
+
+def render_dockerfile(plan: BuildPlan) -> str:
+    """The Dockerfile text for ``plan``.
+
+    Raises:
+        jinja2.UndefinedError: the template uses a value the plan does not provide (a bug).
+    """
+    environment = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES_DIR),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
+    environment.filters["quote"] = _quote
+    body = environment.get_template(plan.template).render(**plan.values)
+    header = f"# Rendered by mmaas from templates/{plan.template}; plan {plan.digest}\n"
+    return header + body
+
+
+def _quote(value: object) -> str:
+    """A Dockerfile LABEL/ENV value as a double-quoted string (JSON escaping)."""
+    return json.dumps(str(value))

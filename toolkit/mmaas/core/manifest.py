@@ -1,0 +1,258 @@
+"""The build <-> serve contract: ``manifest.json`` beside the engine.
+
+The builder stage (``mmaas.stage.build``) writes it; the image build, ``mmaas verify`` and
+the runtime server read it and check the engine against it. It carries everything the
+server needs (tensor names, KServe v2 datatypes, shapes and the optimization profile),
+so the server never reads model.yaml. Plain dataclasses + json: the runtime image needs
+no pydantic or YAML loader.
+
+Layout of a model directory (``/opt/mmaas/model`` in an image)::
+
+    manifest.json   this contract (schema_version 2)
+    <engine file>   e.g. model.ort.onnx (ONNX Runtime) or model.plan (TensorRT)
+    <engine data>   files the engine loads beside it, e.g. model.ort.onnx.data (the ONNX
+                    external data format: the weights of an ONNX engine, needed > 2 GiB)
+    report.json     the build report (profile check timings, tool output summary)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from mmaas.core.errors import IntegrityError
+from mmaas.core.hashing import bytes_digest, file_digests
+
+SCHEMA_VERSION = 2  # 2: ``engine_data`` records the engine's data files
+MANIFEST_NAME = "manifest.json"
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """One model input or output as served.
+
+    Attributes:
+        name: the exact tensor name in the ONNX graph (may hold ``.``, ``/``, ``:``).
+        datatype: KServe v2 datatype string (``FP32``, ``FP16``, ``INT64``, ``BYTES``...).
+        shape: full shape including the batch axis; ``-1`` marks a dynamic dim.
+        min, opt, max: the optimization profile (inputs only; None for outputs).
+    """
+
+    name: str
+    datatype: str
+    shape: tuple[int, ...]
+    min: tuple[int, ...] | None = None
+    opt: tuple[int, ...] | None = None
+    max: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What the model is and how it is served (KServe v2 ModelMetadata fields + profile)."""
+
+    name: str
+    version: str
+    backend: str
+    precision: str
+    max_batch_size: int
+    inputs: tuple[TensorInfo, ...]
+    outputs: tuple[TensorInfo, ...]
+
+
+@dataclass(frozen=True)
+class FileRecord:
+    """A file next to the manifest, identified by its digests.
+
+    Attributes:
+        path: file name relative to the manifest's directory.
+        blake3: ``blake3:<hex>``.
+        sha256: ``sha256:<hex>``.
+        size_bytes: size in bytes.
+    """
+
+    path: str
+    blake3: str
+    sha256: str
+    size_bytes: int
+
+    @classmethod
+    def of(cls, directory: Path, name: str) -> FileRecord:
+        """Hash ``directory / name`` and record it under ``name``."""
+        target = directory / name
+        digests = file_digests(target)
+        return cls(
+            path=name,
+            blake3=digests["blake3"],
+            sha256=digests["sha256"],
+            size_bytes=target.stat().st_size,
+        )
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """The whole manifest. ``backend`` holds the back end's name, version and portability
+    facts (CPU flags for ONNX Runtime; GPU, compute capability, TensorRT/CUDA versions for
+    TensorRT); ``build`` holds when/how it was built; ``report`` the build checks' results.
+    ``engine`` is the file the back end opens, ``engine_data`` every other file it reads
+    (external data, paths relative to the manifest's directory; empty for a self-contained
+    engine): :func:`verify_engine` re-hashes them all. ``manifest_digest`` is the sha256 of the
+    canonical JSON of every other field."""
+
+    model: ModelInfo
+    engine: FileRecord
+    source: FileRecord
+    spec_digest: str
+    backend: dict[str, Any]
+    build: dict[str, Any]
+    report: dict[str, Any] = field(default_factory=dict)
+    engine_data: tuple[FileRecord, ...] = ()
+    schema_version: int = SCHEMA_VERSION
+    manifest_digest: str = ""
+
+    def sealed(self) -> Manifest:
+        """This manifest with ``manifest_digest`` computed over every other field."""
+        body = _canonical({**asdict(self), "manifest_digest": ""})
+        return replace(self, manifest_digest=bytes_digest(body.encode()))
+
+
+def write_manifest(directory: Path, manifest: Manifest) -> Manifest:
+    """Seal ``manifest`` and write it to ``directory/manifest.json`` atomically (temp file +
+    rename); return the sealed manifest."""
+    sealed = manifest.sealed()
+    atomic_write_text(
+        directory / MANIFEST_NAME, json.dumps(asdict(sealed), indent=2, sort_keys=True) + "\n"
+    )
+    return sealed
+
+
+def read_manifest(directory: Path) -> Manifest:
+    """Load and self-check ``directory/manifest.json``.
+
+    Raises:
+        IntegrityError: the file is missing, not valid JSON, of another schema version, or
+            its ``manifest_digest`` does not match its content (it was edited).
+    """
+    path = directory / MANIFEST_NAME
+    try:
+        raw = json.loads(path.read_text())
+    except FileNotFoundError as exc:
+        raise IntegrityError(f"{path}: no manifest; this is not an mmaas model directory") from exc
+    except (OSError, ValueError) as exc:
+        raise IntegrityError(f"{path}: unreadable manifest ({exc})") from exc
+    if raw.get("schema_version") != SCHEMA_VERSION:
+        raise IntegrityError(
+            f"{path}: schema_version {raw.get('schema_version')!r}, "
+            f"this mmaas reads {SCHEMA_VERSION}; rebuild the image"
+        )
+    try:
+        manifest = _from_dict(raw)
+    except (KeyError, TypeError) as exc:
+        raise IntegrityError(f"{path}: malformed manifest ({exc})") from exc
+    expected = bytes_digest(_canonical({**raw, "manifest_digest": ""}).encode())
+    if raw.get("manifest_digest") != expected:
+        raise IntegrityError(
+            f"{path}: manifest was altered after the build "
+            f"(its digest is {expected}, it records {raw.get('manifest_digest')})"
+        )
+    return manifest
+
+
+def verify_engine(directory: Path, manifest: Manifest) -> FileRecord:
+    """Re-hash every engine file the manifest records (``engine`` and ``engine_data``) and
+    compare both digests and the size of each.
+
+    Returns the freshly computed record of the engine file itself. Raises:
+        IntegrityError: an engine file is missing or differs from the manifest (naming it).
+    """
+    for recorded in manifest.engine_data:
+        _verified(directory, recorded, "engine data")
+    return _verified(directory, manifest.engine, "engine")
+
+
+def _verified(directory: Path, recorded: FileRecord, kind: str) -> FileRecord:
+    target = directory / recorded.path
+    if not target.is_file():
+        raise IntegrityError(f"{target}: {kind} file is missing")
+    actual = FileRecord.of(directory, recorded.path)
+    if (actual.blake3, actual.sha256, actual.size_bytes) != (
+        recorded.blake3,
+        recorded.sha256,
+        recorded.size_bytes,
+    ):
+        raise IntegrityError(
+            f"{target}: {kind} does not match its manifest: built {recorded.blake3} "
+            f"({recorded.size_bytes} bytes), found {actual.blake3} "
+            f"({actual.size_bytes} bytes); refusing to use it"
+        )
+    return actual
+
+
+def atomic_write_text(target: Path, text: str) -> None:
+    """Write ``text`` to ``target`` via a temp file in the same directory and a rename."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as stream:
+            stream.write(text)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _canonical(data: dict[str, Any]) -> str:
+    return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+
+def _tensor(raw: dict[str, Any]) -> TensorInfo:
+    def dims(key: str) -> tuple[int, ...] | None:
+        value = raw.get(key)
+        return None if value is None else tuple(value)
+
+    return TensorInfo(
+        name=raw["name"],
+        datatype=raw["datatype"],
+        shape=tuple(raw["shape"]),
+        min=dims("min"),
+        opt=dims("opt"),
+        max=dims("max"),
+    )
+
+
+def model_info_from_dict(model: dict[str, Any]) -> ModelInfo:
+    """Rebuild a :class:`ModelInfo` from its ``asdict`` / JSON form.
+
+    Raises:
+        KeyError, TypeError: a field is missing or of the wrong kind.
+    """
+    return ModelInfo(
+        name=model["name"],
+        version=model["version"],
+        backend=model["backend"],
+        precision=model["precision"],
+        max_batch_size=model["max_batch_size"],
+        inputs=tuple(_tensor(t) for t in model["inputs"]),
+        outputs=tuple(_tensor(t) for t in model["outputs"]),
+    )
+
+
+def _from_dict(raw: dict[str, Any]) -> Manifest:
+    return Manifest(
+        model=model_info_from_dict(raw["model"]),
+        engine=FileRecord(**raw["engine"]),
+        source=FileRecord(**raw["source"]),
+        spec_digest=raw["spec_digest"],
+        backend=raw["backend"],
+        build=raw["build"],
+        report=raw.get("report", {}),
+        engine_data=tuple(FileRecord(**r) for r in raw["engine_data"]),
+        schema_version=raw["schema_version"],
+        manifest_digest=raw.get("manifest_digest", ""),
+    )

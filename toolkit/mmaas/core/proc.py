@@ -1,0 +1,128 @@
+"""Every subprocess mmaas runs: argv lists only (never ``shell=True``).
+
+Failures raise :class:`~mmaas.core.errors.ProcessError` carrying the argv, the exit code
+and the tail of the output, so the CLI can show the user what went wrong.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections import deque
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from mmaas.core.errors import ProcessError
+
+TAIL_LINES = 40
+
+
+def run(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    input_bytes: bytes | None = None,
+    check: bool = True,
+    what: str | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` to completion and capture stdout and stderr as text.
+
+    Args:
+        argv: the argument vector; ``argv[0]`` is looked up on PATH.
+        env: extra environment variables laid over ``os.environ``.
+        cwd: working directory.
+        input_bytes: bytes fed to stdin.
+        check: raise on a non-zero exit.
+        what: a short description for the error message (defaults to ``argv[0]``).
+
+    Raises:
+        ProcessError: the program is missing, or exits non-zero while ``check`` is set.
+    """
+    try:
+        done = subprocess.run(
+            list(argv),
+            env=_merged(env),
+            cwd=cwd,
+            input=input_bytes,
+            capture_output=True,
+            check=False,
+        )
+    except FileNotFoundError as exc:
+        raise ProcessError(
+            f"{what or argv[0]}: program not found ({argv[0]})", argv=argv, returncode=127
+        ) from exc
+    result = subprocess.CompletedProcess(
+        done.args,
+        done.returncode,
+        done.stdout.decode(errors="replace"),
+        done.stderr.decode(errors="replace"),
+    )
+    if check and result.returncode != 0:
+        tail = "\n".join((result.stdout + result.stderr).splitlines()[-TAIL_LINES:])
+        raise ProcessError(
+            f"{what or argv[0]} failed with exit code {result.returncode}",
+            argv=argv,
+            returncode=result.returncode,
+            output_tail=tail,
+        )
+    return result
+
+
+def stream(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    input_bytes: bytes | None = None,
+    echo: bool = True,
+    what: str | None = None,
+) -> str:
+    """Run ``argv``, echoing its combined output line by line to stderr while it runs.
+
+    Returns the full output. Used for long jobs (docker build) whose progress the user
+    watches.
+
+    Raises:
+        ProcessError: the program is missing or exits non-zero; carries the output tail.
+    """
+    lines: list[str] = []
+    tail: deque[str] = deque(maxlen=TAIL_LINES)
+    try:
+        proc = subprocess.Popen(
+            list(argv),
+            env=_merged(env),
+            cwd=cwd,
+            stdin=subprocess.PIPE if input_bytes is not None else None,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+    except FileNotFoundError as exc:
+        raise ProcessError(
+            f"{what or argv[0]}: program not found ({argv[0]})", argv=argv, returncode=127
+        ) from exc
+    if input_bytes is not None and proc.stdin is not None:
+        proc.stdin.write(input_bytes)
+        proc.stdin.close()
+    assert proc.stdout is not None
+    for raw in proc.stdout:
+        line = raw.decode(errors="replace")
+        lines.append(line)
+        tail.append(line.rstrip("\n"))
+        if echo:
+            sys.stderr.write(line)
+            sys.stderr.flush()
+    code = proc.wait()
+    if code != 0:
+        raise ProcessError(
+            f"{what or argv[0]} failed with exit code {code}",
+            argv=argv,
+            returncode=code,
+            output_tail="\n".join(tail),
+        )
+    return "".join(lines)
+
+
+def _merged(env: Mapping[str, str] | None) -> dict[str, str] | None:
+    return None if env is None else {**os.environ, **env}

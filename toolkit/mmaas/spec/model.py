@@ -1,0 +1,295 @@
+"""The typed model spec: what a user writes in ``model.yaml``.
+
+Frozen pydantic models, unknown keys forbidden, strict types (``version: 1.10`` is a
+number, not the string "1.10", and is refused; ``timing_cache: off`` is a string, not a
+boolean, and is refused). Field-level rules live here; rules that span fields or need
+the ONNX graph live in :mod:`mmaas.spec.load`, which reports every problem with its
+file, line and key path. The JSON Schema in ``schema/model.schema.json`` is generated
+from :class:`ModelSpec`.
+
+Shapes are full tensor shapes including the batch axis, as trtexec's
+``--minShapes/--optShapes/--maxShapes`` take them; when ``max_batch_size > 0`` axis 0 is
+the batch axis (Triton's convention).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
+
+from mmaas.core.hashing import bytes_digest
+
+Backend = Literal["onnxruntime", "tensorrt"]
+Precision = Literal["fp32", "tf32", "fp16", "bf16", "int8", "fp8"]
+# KServe v2 tensor datatypes (kserve/open-inference-protocol, "Tensor Data Types").
+Datatype = Literal[
+    "BOOL",
+    "UINT8",
+    "UINT16",
+    "UINT32",
+    "UINT64",
+    "INT8",
+    "INT16",
+    "INT32",
+    "INT64",
+    "FP16",
+    "FP32",
+    "FP64",
+    "BF16",
+    "BYTES",
+]
+
+NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,127}$"
+# The image reference grammar of distribution/reference (what `docker tag` accepts):
+# an optional registry host[:port], then lowercase path components; tags as Docker's.
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+REPOSITORY_PATTERN = rf"^(?:[A-Za-z0-9.-]+(?::[0-9]+)?/)?{_COMPONENT}(?:/{_COMPONENT})*$"
+TAG_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$"
+SHAPE_TEXT = re.compile(r"^\d+(x\d+)*$")
+
+
+def parse_shape(value: object) -> tuple[int, ...]:
+    """Normalise a profile shape to a tuple of positive ints.
+
+    Accepts a YAML list (``[1, 80, 1]``) or trtexec's text form (``"1x80x1000"``,
+    surrounding whitespace ignored); ``"scalar"`` or ``[]`` is a rank-0 shape.
+
+    Raises:
+        ValueError: naming the axis, for non-integers, ``-1``, ``0`` or malformed text.
+    """
+    if isinstance(value, str):
+        text = value.strip()
+        if text in ("", "scalar"):
+            return ()
+        if not SHAPE_TEXT.match(text):
+            raise ValueError(f"{value!r} is not a shape; write [1, 3, 224, 224] or '1x3x224x224'")
+        value = [int(part) for part in text.split("x")]
+    if not isinstance(value, (list, tuple)):
+        raise ValueError(f"{value!r} is not a shape; write [1, 3, 224, 224] or '1x3x224x224'")
+    dims: list[int] = []
+    for axis, dim in enumerate(value):
+        if isinstance(dim, bool) or not isinstance(dim, int) or dim <= 0:
+            raise ValueError(
+                f"axis {axis}: {dim!r} is not a positive integer; profile shapes "
+                "are concrete sizes (dynamic dims are given by min/opt/max)"
+            )
+        dims.append(dim)
+    return tuple(dims)
+
+
+ProfileShape = Annotated[
+    tuple[int, ...],
+    BeforeValidator(parse_shape),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "array", "items": {"type": "integer", "minimum": 1}},
+                {"type": "string", "pattern": r"^\s*(\d+(x\d+)*|scalar)\s*$"},
+            ]
+        }
+    ),
+]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class SourceSpec(_Strict):
+    """Where the ONNX model comes from: a ``path`` relative to the model folder, or an
+    ``https`` ``url`` pinned by ``sha256`` or ``blake3`` (hex). A path may be pinned too."""
+
+    path: str | None = None
+    url: str | None = None
+    sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] | None = None
+    blake3: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] | None = None
+
+
+class TensorSpec(_Strict):
+    """A tensor as the ONNX graph declares it. ``datatype`` and ``shape`` are filled from
+    the ONNX model when absent; ``shape`` uses ``-1`` for every dynamic dim."""
+
+    name: Annotated[str, Field(min_length=1)]
+    datatype: Datatype | None = None
+    shape: list[int] | None = None
+
+
+class InputSpec(TensorSpec):
+    """A model input and its optimization profile (trtexec ``--minShapes/--optShapes/
+    --maxShapes``). Required when the input has a dynamic dim; optional for static inputs,
+    where min = opt = max = shape."""
+
+    min: ProfileShape | None = None
+    opt: ProfileShape | None = None
+    max: ProfileShape | None = None
+
+
+class OutputSpec(TensorSpec):
+    """A model output (read by name; KServe v2 ``outputs`` of ModelMetadata)."""
+
+
+class TensorRTSpec(_Strict):
+    """TensorRT builder settings (trtexec flags); used when ``backend: tensorrt``.
+
+    ``timing_run``: trtexec times the engine after building it (the performance summary
+    goes into the build report); false adds ``--skipInference``. ``timing_cache_verify``
+    adds ``--errorOnTimingCacheMiss`` (TensorRT 10+): the build fails unless every tactic
+    came from the persisted timing cache. ``calibration_cache``: an INT8 calibration cache
+    (``--calib``), relative to the model folder. ``tolerance_atol`` / ``tolerance_rtol``:
+    how far the engine's outputs may be from ONNX Runtime's (``numpy.allclose``) in the
+    accuracy check.
+    """
+
+    version: str = "10.13"
+    builder_image: str = "nvcr.io/nvidia/tensorrt:25.08-py3"
+    # The 25.08 TensorRT container is built on CUDA 13.0.0: the runtime base must match.
+    runtime_image: str = "nvcr.io/nvidia/cuda:13.0.0-runtime-ubuntu24.04"
+    builder_optimization_level: Annotated[int, Field(ge=0, le=5)] = 3
+    hardware_compatibility_level: Literal["none", "ampere+", "same_compute_capability"] = "none"
+    version_compatible: bool = False
+    gpu_targets: list[str] = Field(default_factory=list)
+    timing_run: bool = True
+    timing_cache_verify: bool = False
+    calibration_cache: str | None = None
+    tolerance_atol: Annotated[float, Field(ge=0)] = 0.02
+    tolerance_rtol: Annotated[float, Field(ge=0)] = 0.02
+
+
+class OnnxRuntimeSpec(_Strict):
+    """ONNX Runtime (CPU) builder settings: the offline graph optimization level
+    (``SessionOptions.graph_optimization_level``; ``all`` adds layout transforms tied to
+    the CPU's instruction set, recorded in the manifest)."""
+
+    graph_optimization_level: Literal["basic", "extended", "all"] = "all"
+
+
+class BuildSpec(_Strict):
+    """Engine build settings. ``workspace`` is TensorRT's workspace memory pool in MiB
+    (``--memPoolSize=workspace:<N>M``); ``timing_cache`` persists tactic timings."""
+
+    workspace: Annotated[int, Field(gt=0)] = 2048
+    timing_cache: bool = True
+    tensorrt: TensorRTSpec = Field(default_factory=TensorRTSpec)
+    onnxruntime: OnnxRuntimeSpec = Field(default_factory=OnnxRuntimeSpec)
+
+
+class DynamicBatchingSpec(_Strict):
+    """Dynamic batching as Triton's ``dynamic_batching`` configures it; present (even as
+    ``{}``) turns it on. Concurrent requests whose non-batch dims match are stacked along
+    axis 0 up to ``max_batch_size``. ``preferred_batch_size``: batch sizes sent as soon as
+    reached; ``max_queue_delay_microseconds``: how long a batch waits to fill;
+    ``max_queue_size``: queued requests before new ones get RESOURCE_EXHAUSTED. The image
+    sets them as ``MMAAS_DYNAMIC_BATCHING=true``, ``MMAAS_PREFERRED_BATCH_SIZES`` (comma
+    list), ``MMAAS_MAX_QUEUE_DELAY_US`` and ``MMAAS_MAX_QUEUE_SIZE``."""
+
+    preferred_batch_size: list[Annotated[int, Field(gt=0)]] = Field(default_factory=list)
+    max_queue_delay_microseconds: Annotated[int, Field(ge=0)] = 100
+    max_queue_size: Annotated[int, Field(gt=0)] = 1024
+
+
+class ToleranceSpec(_Strict):
+    """How far the engine's outputs may be from ONNX Runtime's reference outputs on the
+    original ONNX model at fp32. ``atol`` / ``rtol``: every element must satisfy
+    ``|engine - reference| <= atol + rtol * |reference|`` (``numpy.allclose``; an unset one
+    counts as 0 when the other is set). ``min_cosine``: the cosine similarity of the
+    flattened outputs must be at least this. Unset fields fall back to the section's."""
+
+    atol: Annotated[float, Field(ge=0)] | None = None
+    rtol: Annotated[float, Field(ge=0)] | None = None
+    min_cosine: Annotated[float, Field(ge=-1, le=1)] | None = None
+
+
+class AccuracySpec(ToleranceSpec):
+    """The build-time accuracy gate. ``samples``: input files relative to the model folder
+    (``.npz``: one array per input name; ``.npy``: the array of a single-input model); when
+    empty, one random input at the opt shapes made with ``seed``. ``outputs``: per-output
+    tolerances (by output name) that override the section's. Without any tolerance the
+    gate uses ``atol`` 1e-4 and ``rtol`` 1e-3."""
+
+    samples: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
+    seed: Annotated[int, Field(ge=0)] = 0
+    outputs: dict[str, ToleranceSpec] = Field(default_factory=dict)
+
+
+class LatencySpec(_Strict):
+    """The build-time latency gate: the engine's p99 latency of one inference, in ms, must
+    be at most ``p99_ms``. Measured in the builder stage over ``runs`` timed runs after
+    ``warmup`` untimed ones, at ``shapes`` (per input; inputs not listed use their opt
+    shape); ``batch`` sets axis 0 of every input (needs ``max_batch_size`` > 0)."""
+
+    p99_ms: Annotated[float, Field(gt=0)]
+    shapes: dict[str, ProfileShape] = Field(default_factory=dict)
+    batch: Annotated[int, Field(ge=1)] | None = None
+    runs: Annotated[int, Field(ge=1, le=100000)] = 50
+    warmup: Annotated[int, Field(ge=0, le=10000)] = 5
+
+
+class ChecksSpec(_Strict):
+    """Build-time gates run on the compiled engine in the builder stage; a failed gate
+    fails the build, and each gate's report goes into the manifest."""
+
+    accuracy: AccuracySpec | None = None
+    latency: LatencySpec | None = None
+
+
+class RuntimeSpec(_Strict):
+    """Defaults baked into the image as ``MMAAS_*`` environment variables (the server reads
+    only its environment). ``max_message_size`` is in bytes; when absent it is derived from
+    the largest tensor at the profile's max shapes, and is at least 64 MiB."""
+
+    grpc_port: Annotated[int, Field(gt=0, lt=65536)] = 8001
+    metrics_port: Annotated[int, Field(ge=0, lt=65536)] = 8002  # 0 = no metrics endpoint
+    max_message_size: Annotated[int, Field(gt=0)] | None = None
+    instance_count: Annotated[int, Field(ge=1, le=64)] = 1
+    dynamic_batching: DynamicBatchingSpec | None = None
+
+
+class ImageSpec(_Strict):
+    """The image: ``repository`` defaults to ``mmaas/<name>`` and ``tag`` to the version.
+    ``base_image`` is the local or registry image both CPU stages start from;
+    ``ca_bundle`` a PEM file (path relative to the model folder or absolute) trusted by pip
+    inside the build, for TLS-intercepting proxies."""
+
+    repository: Annotated[str, Field(pattern=REPOSITORY_PATTERN)] | None = None
+    tag: Annotated[str, Field(pattern=TAG_PATTERN)] | None = None
+    base_image: str = "mmaas/base:bookworm"
+    ca_bundle: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+class ModelSpec(_Strict):
+    """A whole ``model.yaml``. ``max_batch_size`` 0 means the model does not batch (no
+    batch axis semantics); above 0, axis 0 of every input is the batch axis and its profile
+    max must equal ``max_batch_size``."""
+
+    name: Annotated[str, Field(pattern=NAME_PATTERN)]
+    version: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")]
+    description: str = ""
+    source: SourceSpec
+    backend: Backend = "onnxruntime"
+    target_precision: Precision = "fp32"
+    max_batch_size: Annotated[int, Field(ge=0)] = 0
+    inputs: list[InputSpec] = Field(default_factory=list)
+    outputs: list[OutputSpec] = Field(default_factory=list)
+    build: BuildSpec = Field(default_factory=BuildSpec)
+    checks: ChecksSpec = Field(default_factory=ChecksSpec)
+    runtime: RuntimeSpec = Field(default_factory=RuntimeSpec)
+    image: ImageSpec = Field(default_factory=ImageSpec)
+
+    def digest(self) -> str:
+        """sha256 of the canonical JSON of the whole (completed) spec: ``sha256:<hex>``."""
+        text = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        return bytes_digest(text.encode())
+
+    @property
+    def image_repository(self) -> str:
+        """``image.repository`` or ``mmaas/<name>``."""
+        return self.image.repository or f"mmaas/{self.name}"
+
+    @property
+    def image_tag(self) -> str:
+        """``image.tag`` or the model version."""
+        return self.image.tag or self.version
