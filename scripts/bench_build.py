@@ -60,7 +60,7 @@ from mmaas.build.pipeline import build_image
 from mmaas.build.registry import RegistryTarget, parse_registry
 from mmaas.core import proc
 from mmaas.core.errors import ProcessError
-from mmaas.core.manifest import atomic_write_text
+from mmaas.core.files import atomic_write_text
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMESPACE = "mmaas-bench"

@@ -40,10 +40,11 @@ import numpy as np
 import onnxruntime
 import tritonclient.grpc as triton
 
-from mmaas.backends import get_backend
+from mmaas.backends import get_runtime
 from mmaas.bench.load import BenchRequest, run
-from mmaas.build.pipeline import compile_local
-from mmaas.core.manifest import ModelInfo, TensorInfo, atomic_write_text, read_manifest
+from mmaas.build.local import compile_local
+from mmaas.core.files import atomic_write_text
+from mmaas.core.manifest import ModelInfo, TensorInfo, read_manifest
 from mmaas.core.samples import sample_inputs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -72,7 +73,7 @@ class RawEngine:
     def load(cls, model_dir: Path, shape: tuple[int, ...]) -> RawEngine:
         manifest = read_manifest(model_dir)
         info = manifest.model
-        engine = get_backend(info.backend).load(model_dir, manifest, os.cpu_count() or 1)
+        engine = get_runtime(info.backend).load(model_dir, manifest, os.cpu_count() or 1)
         at_shape = replace(info, inputs=tuple(replace(t, opt=shape) for t in info.inputs))
         raw = cls(engine, sample_inputs(at_shape, "opt"), [t.name for t in info.outputs])
         for _ in range(3):
@@ -305,7 +306,7 @@ def main() -> None:
     result: dict[str, Any] = {
         "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "machine": {
-            "cpu": get_backend("onnxruntime").describe()["cpu"]["model"],
+            "cpu": get_runtime("onnxruntime").describe()["cpu"]["model"],
             "cores": os.cpu_count(),
             "python": platform.python_version(),
             "onnxruntime": onnxruntime.__version__,

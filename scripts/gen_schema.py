@@ -15,7 +15,7 @@ import json
 import sys
 from pathlib import Path
 
-from mmaas.core.manifest import atomic_write_text
+from mmaas.core.files import atomic_write_text
 from mmaas.spec.model import ModelSpec
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -13,6 +13,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from mmaas.backends.onnxruntime.settings import OnnxRuntimeSettings
 from mmaas.core.manifest import ModelInfo, TensorInfo
 
 # One dim: an int (dim_value, may be 0 or -1 as some exporters write), a str (dim_param,
@@ -21,6 +22,8 @@ Dim = int | str | None
 Tensor = tuple[str, int, Sequence[Dim] | None]  # name, TensorProto elem type, dims (None: no shape)
 
 FLOAT = TensorProto.FLOAT
+# The engine settings of a model.yaml that leaves build.onnxruntime at its default.
+ORT_SETTINGS = OnnxRuntimeSettings(graph_optimization_level="all")
 OPSET = 17
 
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import zipfile
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from mmaas.build.pipeline import TOOLKIT_DIR, stage_context
-from mmaas.build.plan import STAGE_MODULES, engine_inputs, make_plan
+from mmaas.build.plan import engine_inputs, make_plan
 from mmaas.build.render import render_dockerfile
 from mmaas.spec.load import load_spec
 from mmaas.spec.model import DynamicBatchingSpec
@@ -54,7 +55,7 @@ def test_dockerfiles_order_layers_and_run_as_non_root(det) -> None:
         "FROM mmaas/base:bookworm AS framework",
         "requirements-runtime.txt",
         "FROM framework AS builder",
-        "COPY stage-lib/",
+        "COPY wheels/builder/",
         "COPY model/",
         "COPY engine-request.json",
         "python -m mmaas.stage build",
@@ -65,16 +66,16 @@ def test_dockerfiles_order_layers_and_run_as_non_root(det) -> None:
     assert "AS runtime" not in compile_ and "mmaas.stage stamp" not in compile_
     order = [
         "FROM framework AS builder",
-        "COPY stage-lib/",
+        "COPY wheels/builder/",
         "COPY engine/ /opt/mmaas/engine/",
         "COPY build-request.json",
         "python -m mmaas.stage stamp",
         "FROM framework AS runtime",
         "COPY --from=builder /opt/mmaas/engine/",
-        "COPY lib/",
-        "python -m compileall",
+        "COPY wheels/runtime/",
+        "[server,onnxruntime]",
         "COPY --from=builder /opt/mmaas/model/manifest.json",
-        "python -m mmaas.stage verify",
+        "python -m mmaas.core.model_dir",
         "LABEL",
         "USER 10001",
         "ENTRYPOINT",
@@ -96,7 +97,7 @@ def test_ca_bundle_is_copied_and_trusted_by_pip(det, tmp_path: Path) -> None:
     text = render_dockerfile(plan)
     assert "COPY ca-bundle.pem /opt/mmaas/ca-bundle.pem" in text
     assert "PIP_CERT=/opt/mmaas/ca-bundle.pem" in text
-    assert text.index("PIP_CERT") < text.index("pip install")
+    assert text.index("PIP_CERT") < text.index("MMAAS_PIP install")
     assert any(f.source == bundle and f.target == "ca-bundle.pem" for f in plan.files)
     assert "ca-bundle" not in render_dockerfile(plan_of(det))
 
@@ -122,7 +123,7 @@ def test_labels_env_and_build_request(det) -> None:
         "opt": [1, 3, 640, 640],
         "max": [4, 3, 1280, 1280],
     }
-    assert request["settings"]["onnxruntime"]["graph_optimization_level"] == "all"
+    assert request["settings"]["graph_optimization_level"] == "all"
 
 
 def test_plan_digest_follows_the_spec(det) -> None:
@@ -156,7 +157,7 @@ def test_engine_request_leaves_out_what_does_not_change_the_engine(det) -> None:
     assert second.generated["build-request.json"] != first.generated["build-request.json"]
     request = json.loads(first.generated["engine-request.json"])
     assert (request["model"]["name"], request["model"]["version"]) == ("engine", "0")
-    assert request["settings"] == {"onnxruntime": {"graph_optimization_level": "all"}}
+    assert request["settings"] == {"graph_optimization_level": "all"}
     assert request["source"] == "model/ch_PP-OCRv4_det_infer.onnx"
     basic = det.spec.build.onnxruntime.model_copy(update={"graph_optimization_level": "basic"})
     stricter = det.spec.model_copy(
@@ -183,9 +184,10 @@ def test_package_plan_stamps_the_engine_directory_without_compiling(det, tmp_pat
         "Dockerfile",
         "build-request.json",
         "engine",
-        "lib",
+        "image-constraints.txt",
+        "requirements-builder.txt",
         "requirements-runtime.txt",
-        "stage-lib",
+        "wheels",
     ]
     assert sorted(p.name for p in (context / "engine").iterdir()) == [
         "manifest.json",
@@ -205,19 +207,19 @@ def test_staged_context_holds_only_this_models_build_inputs(det, tmp_path: Path)
         "Dockerfile",
         "build-request.json",
         "engine-request.json",
-        "lib",
+        "image-constraints.txt",
         "model",
+        "requirements-builder.txt",
         "requirements-runtime.txt",
-        "stage-lib",
+        "wheels",
     ]
     assert [p.name for p in (context / "model").iterdir()] == ["ch_PP-OCRv4_det_infer.onnx"]
-    stage_lib = sorted(
-        str(p.relative_to(context / "stage-lib" / "mmaas"))
-        for p in (context / "stage-lib").rglob("*.py")
-    )
-    assert stage_lib == sorted([*STAGE_MODULES, "backends/onnxruntime.py"])
+    assert [p.name for p in (context / "wheels").iterdir()] == ["builder"]
+    with zipfile.ZipFile(context / "wheels" / "builder" / "mmaas-0.1.0-py3-none-any.whl") as whl:
+        packages = {name.split("/")[1] for name in whl.namelist() if name.startswith("mmaas/")}
+    # the builder stage's code: the foundation, the stage and the back end, nothing else
+    assert packages == {"__init__.py", "py.typed", "core", "stage", "backends"}
     assert not list(context.rglob("__pycache__"))
-    assert (context / "lib" / "mmaas" / "server").is_dir()
 
 
 def test_external_data_files_are_staged_with_their_nested_paths(tmp_path: Path) -> None:
@@ -272,7 +274,7 @@ def test_rendered_dockerfiles_pass_hadolint(
     import shutil
     import sys
 
-    from mmaas import proc
+    from mmaas.core import proc
 
     hadolint = shutil.which("hadolint") or str(Path(sys.executable).with_name("hadolint"))
     dockerfile = tmp_path / "Dockerfile"

@@ -13,11 +13,11 @@ import re
 import shlex
 import shutil
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
 
-from mmaas.backends.tensorrt.target import TENSORRT_STAGE_MODULES
 from mmaas.core import proc
 from paths import ROOT
 
@@ -88,9 +88,13 @@ def test_render_stages_contexts_the_commands_run_in(ppocr_models, tmp_path: Path
     onnx = ppocr_models["ppocr-det"]
     assert (compile_ctx / "model" / onnx.name).read_bytes() == onnx.read_bytes()
     assert (compile_ctx / "engine-request.json").is_file()
-    for module in TENSORRT_STAGE_MODULES:
-        assert (compile_ctx / "stage-lib" / "mmaas" / module).is_file()
-        assert (package_ctx / "stage-lib" / "mmaas" / module).is_file()
+    wheel = "mmaas-0.1.0-py3-none-any.whl"
+    for context in (compile_ctx, package_ctx):  # the builder stage's code, as a wheel
+        with zipfile.ZipFile(context / "wheels" / "builder" / wheel) as archive:
+            names = archive.namelist()
+        assert "mmaas/backends/tensorrt/trtexec/argv.py" in names
+        assert "mmaas/stage/build.py" in names and not any("mmaas/cli" in n for n in names)
+    assert (package_ctx / "wheels" / "runtime" / wheel).is_file()
     assert not (package_ctx / "model").exists()  # the package build never sees the ONNX
     assert not (package_ctx / "engine").exists()  # step 4 copies the compiled one in
     compile_file = (compile_ctx / "Dockerfile").read_text()
@@ -105,8 +109,8 @@ def test_render_stages_contexts_the_commands_run_in(ppocr_models, tmp_path: Path
     runtime = package_file[package_file.index("AS runtime") :]
     order = [
         runtime.index(s)
-        for s in ("useradd", "COPY --from=builder /opt/mmaas/engine/", "COPY lib/",
-                  "mmaas.stage verify", "LABEL", "USER 10001")
+        for s in ("useradd", "COPY --from=builder /opt/mmaas/engine/", "COPY wheels/runtime/",
+                  "mmaas.core.model_dir", "LABEL", "USER 10001")
     ]  # fmt: skip
     assert order == sorted(order)
     for text in (compile_file, package_file):

@@ -25,6 +25,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from mmaas.backends import CompileRequest
 from mmaas.core.manifest import ModelInfo
 from mmaas.stage.build import build_model_dir
+from onnx_builder import ORT_SETTINGS
 
 from . import graphs
 
@@ -40,7 +41,7 @@ def free_port() -> int:
 
 def compile_model_dir(source: Path, info: ModelInfo, out_dir: Path) -> Path:
     """Run the builder stage on ``source`` for ``info``; returns the model directory."""
-    request = CompileRequest(model=info, source=source, out_dir=out_dir, settings={})
+    request = CompileRequest(model=info, source=source, out_dir=out_dir, settings=ORT_SETTINGS)
     build_model_dir(request, "sha256:" + "0" * 64, out_dir)
     return out_dir
 

@@ -129,17 +129,17 @@ def test_refuses_a_busy_port(start_server: StartServer, model_copy: Path) -> Non
 LAYERING_PROBE = """
 import importlib.abc, sys
 BLOCKED = {"pydantic", "jinja2", "yaml", "docker", "click", "rich", "onnx", "filelock"}
-ALLOWED = {"mmaas", "mmaas.core.errors", "mmaas.core.hashing", "mmaas.core.manifest", "mmaas.core.datatypes",
-           "mmaas.core.samples", "mmaas.backends", "mmaas.backends.onnxruntime.backend"}
+ALLOWED = {"mmaas", "mmaas.backends", "mmaas.backends.onnxruntime",
+           "mmaas.backends.onnxruntime.runtime"}
 class Blocker(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
         top = name.split(".")[0]
         if top in BLOCKED or (top == "mmaas" and name not in ALLOWED
-                              and not name.startswith("mmaas.server")):
+                              and not name.startswith(("mmaas.server", "mmaas.core"))):
             raise ImportError(f"the runtime image has no {name}")
         return None
 sys.meta_path.insert(0, Blocker())
-import mmaas.server.__main__, mmaas.server.app, mmaas.backends.onnxruntime.backend
+import mmaas.server.__main__, mmaas.server.app, mmaas.backends.onnxruntime.runtime
 print(",".join(sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED)))
 """
 

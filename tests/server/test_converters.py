@@ -1,4 +1,4 @@
-"""KServe v2 tensors <-> numpy (mmaas.server.converters), checked against tritonclient's
+"""KServe v2 tensors <-> numpy (mmaas.server.grpc.converters), checked against tritonclient's
 own encoder (``InferInput.set_data_from_numpy``) so that the wire format is the client's."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from tritonclient.grpc import service_pb2
 
 from mmaas.core.datatypes import NUMPY_BY_DATATYPE
 from mmaas.core.errors import UsageError
-from mmaas.server.converters import (
+from mmaas.server.grpc.converters import (
     decode_bytes,
     encode_bytes,
     from_array,

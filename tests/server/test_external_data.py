@@ -15,7 +15,7 @@ import tritonclient.grpc as triton
 from mmaas.backends import CompileRequest
 from mmaas.stage.build import build_model_dir
 from onnx_builder import EXTERNAL_INFO as INFO
-from onnx_builder import external_data_model
+from onnx_builder import ORT_SETTINGS, external_data_model
 
 from .conftest import RunningServer
 from .test_app import refused
@@ -28,7 +28,7 @@ def external(tmp_path: Path) -> tuple[Path, Path]:
     """(source ONNX file with external data, model directory compiled from it)."""
     source = external_data_model(tmp_path / "source")
     out = tmp_path / "model"
-    build_model_dir(CompileRequest(INFO, source, out), "sha256:spec", out)
+    build_model_dir(CompileRequest(INFO, source, out, ORT_SETTINGS), "sha256:spec", out)
     return source, out
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import onnx
@@ -15,7 +15,10 @@ from onnx import TensorProto, helper
 from mmaas.backends import CompileRequest
 from mmaas.core.errors import BuildError
 from mmaas.core.manifest import ModelInfo, TensorInfo
-from mmaas.stage.build import build_model_dir, verify_model_dir
+from mmaas.core.model_dir import verify_model_dir
+from mmaas.core.request import BuildRequest, Checks
+from mmaas.stage.build import build_model_dir
+from onnx_builder import ORT_SETTINGS
 from server.graphs import ppocr_cls_info
 
 CLS_INFO = ppocr_cls_info()  # the one description of the classifier the tests serve
@@ -26,14 +29,16 @@ def run_stage_build(
 ) -> subprocess.CompletedProcess[str]:
     """Write a build request for the classifier (``fields`` added, e.g. ``checks``) and run
     ``python -m mmaas.stage build`` on it, as the builder stage does."""
-    body = {
-        "model": asdict(CLS_INFO),
-        "settings": {},
-        "spec_digest": "sha256:spec",
-        "source": str(source),
-        **fields,
-    }
-    request.write_text(json.dumps(body))
+    body = BuildRequest(
+        model=CLS_INFO,
+        source=str(source),
+        settings=asdict(ORT_SETTINGS),
+        checks=Checks(),
+        samples=(),
+        spec_digest="sha256:spec",
+        engine_key=None,
+    )
+    request.write_text(replace(body, **fields).to_json())
     argv = [sys.executable, "-m", "mmaas.stage", "build", str(request), str(out)]
     return subprocess.run(argv, capture_output=True, text=True, check=False)
 
@@ -60,7 +65,9 @@ def test_real_model_compiles_and_is_checked_at_every_profile_point(
 ) -> None:
     out = tmp_path / "model"
     source = ppocr_models["ppocr-cls"]
-    manifest = build_model_dir(CompileRequest(CLS_INFO, source, out), "sha256:spec", out)
+    manifest = build_model_dir(
+        CompileRequest(CLS_INFO, source, out, ORT_SETTINGS), "sha256:spec", out
+    )
     checks = manifest.report["profile_check"]
     assert [c["point"] for c in checks] == ["min", "opt", "max"]
     assert [c["outputs"]["save_infer_model/scale_0.tmp_1"] for c in checks] == [
@@ -96,7 +103,7 @@ def test_profile_check_fails_the_build_naming_the_point_and_shapes(tmp_path: Pat
     )
     out = tmp_path / "model"
     with pytest.raises(BuildError, match=r"profile check failed at the max shapes \(x: 2x32\)"):
-        build_model_dir(CompileRequest(info, source, out), "sha256:spec", out)
+        build_model_dir(CompileRequest(info, source, out, ORT_SETTINGS), "sha256:spec", out)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["traced.onnx"]  # nothing half-written
 
 
@@ -127,12 +134,14 @@ def test_stamp_reseals_one_engine_for_another_name_and_version(
 
     from mmaas.core.errors import IntegrityError
     from mmaas.core.manifest import read_manifest
-    from mmaas.core.model_dir import stamp_model_dir
+    from mmaas.stage.stamp import stamp_model_dir
 
     key = "sha256:" + "a" * 64
     engine = tmp_path / "engine"
     source = ppocr_models["ppocr-cls"]
-    build_model_dir(CompileRequest(CLS_INFO, source, engine), "sha256:e", engine, engine_key=key)
+    build_model_dir(
+        CompileRequest(CLS_INFO, source, engine, ORT_SETTINGS), "sha256:e", engine, engine_key=key
+    )
     renamed = replace(CLS_INFO, name="cls-renamed", version="2.0.0")
     out = tmp_path / "model"
     manifest = stamp_model_dir(engine, out, renamed, "sha256:spec", key)

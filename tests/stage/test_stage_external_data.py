@@ -16,14 +16,15 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from mmaas.backends import CompileRequest, get_backend
+from mmaas.backends import CompileRequest, get_runtime
 from mmaas.build.cache.local import EngineCache
 from mmaas.core.errors import IntegrityError
 from mmaas.core.manifest import FileRecord, read_manifest
-from mmaas.core.model_dir import stamp_model_dir
-from mmaas.stage.build import build_model_dir, verify_model_dir
+from mmaas.core.model_dir import verify_model_dir
+from mmaas.stage.build import build_model_dir
+from mmaas.stage.stamp import stamp_model_dir
 from onnx_builder import EXTERNAL_INFO as INFO
-from onnx_builder import external_data_model
+from onnx_builder import ORT_SETTINGS, external_data_model
 
 KEY = "sha256:" + "e" * 64
 
@@ -33,7 +34,9 @@ def built(tmp_path: Path) -> tuple[Path, Path]:
     """(source ONNX file, model directory compiled from it by the stage)."""
     source = external_data_model(tmp_path / "source")
     out = tmp_path / "model"
-    build_model_dir(CompileRequest(INFO, source, out), "sha256:spec", out, engine_key=KEY)
+    build_model_dir(
+        CompileRequest(INFO, source, out, ORT_SETTINGS), "sha256:spec", out, engine_key=KEY
+    )
     return source, out
 
 
@@ -70,7 +73,7 @@ def test_the_model_directory_serves_alone_like_onnxruntime_on_the_source(
     shutil.rmtree(out)
     shutil.rmtree(source.parent)
     manifest = verify_model_dir(moved)
-    engine = get_backend("onnxruntime").load(moved, manifest, threads=1)
+    engine = get_runtime("onnxruntime").load(moved, manifest, threads=1)
     np.testing.assert_allclose(engine.infer({"x": x}, ["y"])["y"], expected, rtol=1e-5, atol=1e-4)
 
 

@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
-from mmaas.backends import CompileRequest, get_backend
-from mmaas.backends.tensorrt.backend import TensorRTBackend
+from mmaas.backends import CompileRequest, get_compiler, get_runtime
 from mmaas.backends.tensorrt.preflight import main as stage_main
+from mmaas.backends.tensorrt.runtime import TensorRTRuntime
+from mmaas.backends.tensorrt.settings import TensorRTSettings
 from mmaas.core.errors import BuildError, CompatibilityError
 from mmaas.core.manifest import FileRecord, Manifest, ModelInfo, TensorInfo
 
@@ -31,8 +32,8 @@ T4 = {"name": "Tesla T4", "compute_capability": "7.5"}
 L4 = {"name": "NVIDIA L4", "compute_capability": "8.9"}
 
 
-class FakeGpuBackend(TensorRTBackend):
-    """TensorRTBackend whose host description is given (no GPU exists here)."""
+class FakeGpuBackend(TensorRTRuntime):
+    """TensorRTRuntime whose host description is given (no GPU exists here)."""
 
     def __init__(self, here: dict[str, Any]) -> None:
         self.here = here
@@ -74,7 +75,7 @@ def manifest(built: dict[str, Any], level: str = "none", vc: bool = False) -> Ma
 
 
 def test_registered_and_importable_without_tensorrt() -> None:
-    assert isinstance(get_backend("tensorrt"), TensorRTBackend)
+    assert isinstance(get_runtime("tensorrt"), TensorRTRuntime)
 
 
 @pytest.mark.skipif(not NO_GPU_HERE, reason="asserts the no-GPU refusal; this host has a GPU")
@@ -83,10 +84,22 @@ def test_compile_without_gpu_refuses_before_trtexec_naming_the_routes(tmp_path: 
         MODEL,
         tmp_path / "m.onnx",
         tmp_path / "out",
-        {"workspace": 64, "tensorrt": {"version": "10.13"}},
+        TensorRTSettings(
+            version="10.13",
+            workspace_mib=64,
+            timing_cache=True,
+            builder_optimization_level=3,
+            hardware_compatibility_level="none",
+            version_compatible=False,
+            timing_run=True,
+            timing_cache_verify=False,
+            calibration_cache=None,
+            tolerance_atol=0.02,
+            tolerance_rtol=0.02,
+        ),
     )
     with pytest.raises(BuildError) as caught:
-        get_backend("tensorrt").compile(request)
+        get_compiler("tensorrt").compile(request)
     text = str(caught.value)
     assert text.startswith("no NVIDIA GPU is visible here (nvidia-smi not found")
     assert "docker run --gpus all" in text and "default-runtime" in text and "CDI" in text

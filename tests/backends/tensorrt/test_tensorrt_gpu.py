@@ -15,7 +15,8 @@ import onnxruntime as ort
 import pytest
 import tritonclient.grpc as triton
 
-from mmaas.backends.tensorrt.backend import TRTEXEC_PATHS, TensorRTBackend, tensorrt_version
+from mmaas.backends.tensorrt.compiler import TensorRTCompiler
+from mmaas.backends.tensorrt.runtime import TRTEXEC_PATHS, TensorRTRuntime, tensorrt_version
 from mmaas.build.plan import compile_request
 from mmaas.core.manifest import Manifest
 from mmaas.spec.load import parse_spec
@@ -56,7 +57,7 @@ def test_build_fp16_reuse_cache_serve_and_match_onnxruntime(tmp_path: Path) -> N
     assert compiled["trtexec"]["workspace_mib"] == pytest.approx(2048, abs=0.5)
     assert compiled["timing_cache"]["stored_bytes"] > 0
     assert manifest.backend["gpu"]["compute_capability"]
-    TensorRTBackend().check_compatible(manifest)
+    TensorRTRuntime().check_compatible(manifest)
 
     again, _ = build(tmp_path, "second", verify_cache=True)  # --errorOnTimingCacheMiss
     assert again.report["compile"]["timing_cache"]["reused"]
@@ -87,15 +88,14 @@ def test_build_fp16_reuse_cache_serve_and_match_onnxruntime(tmp_path: Path) -> N
 
 def test_latency_gate_timer_runs_trtexec_load_engine(tmp_path: Path) -> None:
     manifest, _ = build(tmp_path, "timed", verify_cache=False)
-    figures = TensorRTBackend().measure_latency(
-        tmp_path / "timed", manifest, {"x": (1, 3, 640, 640)}, 20, 2
-    )
+    probe = TensorRTCompiler().latency_probe(tmp_path / "timed", manifest)
+    figures = probe({"x": (1, 3, 640, 640)}, 20, 2)
     assert 0 < figures["p50_ms"] <= figures["p90_ms"] <= figures["p99_ms"] <= figures["max_ms"]
     assert (tmp_path / "timed" / "trtexec" / "trtexec-latency.log").is_file()
 
 
 def builder_image_present() -> bool:
-    from mmaas import docker_engine
+    from mmaas.build import docker as docker_engine
     from mmaas.core.errors import MmaasError
 
     try:
@@ -111,7 +111,8 @@ def test_mmaas_build_takes_the_gpu_route_and_labels_the_image(tmp_path: Path) ->
         pytest.skip("the TensorRT builder image is not in the local Docker engine")
     import json
 
-    from mmaas import docker_engine, proc
+    from mmaas.build import docker as docker_engine
+    from mmaas.core import proc
 
     loaded = det_spec(False)
     text = DET.read_text().replace("backend: onnxruntime", "backend: tensorrt")

@@ -1,4 +1,4 @@
-"""The TensorRT latency gate's timer (``TensorRTBackend.measure_latency``): the exact
+"""The TensorRT latency gate's timer (``TensorRTCompiler.latency_probe``): the exact
 ``trtexec --loadEngine`` argv, and its figures parsed from the real trtexec logs in
 tests/fixtures/trtexec (no GPU here: trtexec cannot run, so argv and parser are the
 contract). Also the image labels the GPU build adds from ``manifest.backend`` (C12),

@@ -11,13 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from mmaas.backends.tensorrt.target import (
-    TENSORRT_STAGE_MODULES,
+from mmaas.backends.tensorrt.image import (
     compile_run_argv,
     tensorrt_plan_values,
 )
 from mmaas.build.pipeline import TOOLKIT_DIR
-from mmaas.build.plan import make_plan
+from mmaas.build.plan import ContextWheel, make_plan
 from mmaas.build.render import render_dockerfile
 from mmaas.core import proc
 from mmaas.core.errors import SpecError
@@ -72,14 +71,14 @@ def test_stages_and_layer_order(ppocr_models: dict[str, Path]) -> None:
     )
     runtime = text[text.index("AS runtime") :]
     framework = text[text.index("AS framework") : text.index("AS runtime")]
-    assert "tensorrt-pin.txt" in framework and "preflight --tensorrt 10.13" in framework
+    assert "tensorrt-pin.txt" in framework and "preflight --tensorrt 10.13" in runtime
     order = [
         runtime.index(s)
         for s in (
             "COPY --from=builder /opt/mmaas/engine/ /opt/mmaas/model/",
-            "COPY lib/",
+            "COPY wheels/runtime/",
             "COPY --from=builder /opt/mmaas/model/manifest.json",
-            "mmaas.stage verify /opt/mmaas/model",
+            "mmaas.core.model_dir /opt/mmaas/model",
             "LABEL",
             "USER 10001",
         )
@@ -108,7 +107,7 @@ def test_compile_build_is_the_builder_stage_and_checks_gpu_before_trtexec(ppocr_
 
     def shared(text: str) -> list[str]:  # the builder layers both builds reuse
         body = instructions(text)
-        return body[: body.index("COPY stage-lib/ /opt/mmaas/stage-lib/") + 2]
+        return body[: body.index("COPY wheels/builder/ /opt/mmaas/wheels/builder/") + 2]
 
     assert shared(compile_text) == shared(package_text)
 
@@ -135,11 +134,20 @@ def test_plan_stages_tensorrt_modules_requirements_and_calibration_cache(
     )
     targets = {f.target: f.source for f in compile_plan.files}
     assert targets["model/calib.cache"] == calibration
-    assert targets["requirements-tensorrt.txt"].name == "requirements-tensorrt.txt"
-    for module in TENSORRT_STAGE_MODULES:
-        assert targets[f"stage-lib/mmaas/{module}"] == TOOLKIT_DIR / module
+    builder = ("mmaas.core", "mmaas.stage", "mmaas.backends.tensorrt")
+    assert compile_plan.wheels == (ContextWheel(TOOLKIT_DIR, builder, "wheels/builder"),)
+    for package in builder:
+        assert TOOLKIT_DIR.joinpath(*package.split(".")[1:], "__init__.py").is_file()
+    for name in ("onnx>=", "onnxconverter-common>=", "filelock>=", "onnxruntime>="):
+        assert name in compile_plan.generated["requirements-builder.txt"]
     assert compile_plan.values["tensorrt_version"] == "10.13"
-    assert set(compile_plan.generated) == {"build-request.json", "engine-request.json"}
+    assert set(compile_plan.generated) == {
+        "build-request.json",
+        "engine-request.json",
+        "image-constraints.txt",
+        "requirements-builder.txt",
+        "requirements-runtime.txt",
+    }
     package = make_plan(
         spec,
         loaded.source_path,
@@ -150,7 +158,11 @@ def test_plan_stages_tensorrt_modules_requirements_and_calibration_cache(
     )
     staged = {f.target for f in package.files}
     assert "model/calib.cache" not in staged and "engine" in staged
-    assert "requirements-tensorrt.txt" in staged and "stage-lib/mmaas/trtexec_args.py" in staged
+    runtime = ("mmaas.core", "mmaas.server", "mmaas.backends.tensorrt")
+    assert [w.packages for w in package.wheels] == [builder, runtime]
+    # the TensorRT runtime image carries no build-only dependency
+    needs = package.generated["requirements-runtime.txt"]
+    assert "onnx" not in needs and "filelock" not in needs and "grpcio>=" in needs
 
 
 def test_no_secrets_and_labels(ppocr_models: dict[str, Path]) -> None:
@@ -210,8 +222,7 @@ def test_values_and_compile_run_argv(tmp_path: Path) -> None:
         f"{tmp_path}/o:/opt/mmaas/out",
         "mmaas/det:1.0.0-builder",
     ]
-    for module in TENSORRT_STAGE_MODULES:
-        assert (TOOLKIT_DIR / module).is_file()
+    assert (TOOLKIT_DIR / "backends" / "tensorrt" / "gpu_route.py").is_file()
 
 
 def test_values_check_gpu_targets() -> None:

@@ -1,29 +1,36 @@
 """Contract tests: the exact trtexec argv for real models, awkward names and refusals.
 
 TensorRT cannot run here, so these vectors are the contract a GPU host executes; each
-flag's spelling per release is from mmaas.backends.tensorrt.releases (checked against sampleOptions.cpp).
+flag's spelling per release is from mmaas.backends.tensorrt.releases (checked against
+sampleOptions.cpp).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import onnx
 import pytest
 
+from mmaas.backends.tensorrt.settings import TensorRTSettings
 from mmaas.backends.tensorrt.trtexec.argv import trtexec_argv
 from mmaas.core.errors import SpecError
 from mmaas.core.manifest import ModelInfo, TensorInfo
 
-SETTINGS = {
-    "workspace": 2048,
-    "timing_cache": True,
-    "tensorrt": {
-        "builder_optimization_level": 3,
-        "hardware_compatibility_level": "none",
-        "version_compatible": False,
-    },
-}
+SETTINGS = TensorRTSettings(  # model.yaml's defaults
+    version="10.13",
+    workspace_mib=2048,
+    timing_cache=True,
+    builder_optimization_level=3,
+    hardware_compatibility_level="none",
+    version_compatible=False,
+    timing_run=True,
+    timing_cache_verify=False,
+    calibration_cache=None,
+    tolerance_atol=0.02,
+    tolerance_rtol=0.02,
+)
 PROFILES = {  # full shapes incl. batch, as model.yaml gives them
     "ppocr-det": ((1, 3, 32, 32), (1, 3, 640, 640), (4, 3, 1280, 1280)),
     "ppocr-rec": ((1, 3, 48, 32), (4, 3, 48, 320), (8, 3, 48, 2000)),
@@ -56,7 +63,10 @@ def real_model(path: Path, name: str, precision: str = "fp16") -> ModelInfo:
 
 
 def argv(
-    model: ModelInfo, version: str = "10.13", settings: dict | None = None, **kwargs: object
+    model: ModelInfo,
+    version: str = "10.13",
+    settings: TensorRTSettings | None = None,
+    **kwargs: object,
 ) -> list[str]:
     return trtexec_argv(
         model,
@@ -180,15 +190,14 @@ def test_contract_trtexec_argv_per_release(version: str, expected: list[str]) ->
 
 
 def test_contract_trtexec_argv_build_only_and_portability_flags() -> None:
-    settings = {
-        "workspace": 512,
-        "tensorrt": {
-            "builder_optimization_level": 5,
-            "hardware_compatibility_level": "same_compute_capability",
-            "version_compatible": True,
-            "timing_run": False,
-        },
-    }
+    settings = replace(
+        SETTINGS,
+        workspace_mib=512,
+        builder_optimization_level=5,
+        hardware_compatibility_level="same_compute_capability",
+        version_compatible=True,
+        timing_run=False,
+    )
     model = model_of(tensor("x", (-1, 4), (1, 4), (2, 4), (3, 4)), precision="bf16")
     assert argv(model, "10.14", settings, verify_cache=True)[6:] == [
         "--memPoolSize=workspace:512M",
@@ -215,7 +224,10 @@ def test_contract_trtexec_argv_int8_calibration_and_typed_graphs() -> None:
 
 
 def refused(
-    model: ModelInfo, version: str = "10.13", settings: dict | None = None, **kwargs: object
+    model: ModelInfo,
+    version: str = "10.13",
+    settings: TensorRTSettings | None = None,
+    **kwargs: object,
 ) -> str:
     with pytest.raises(SpecError) as caught:
         argv(model, version, settings, **kwargs)
@@ -241,14 +253,13 @@ def test_contract_trtexec_argv_refuses_precision(
 
 
 def test_contract_trtexec_argv_refuses_flags_the_release_lacks() -> None:
-    settings = {
-        "workspace": 64,
-        "tensorrt": {
-            "builder_optimization_level": 5,
-            "hardware_compatibility_level": "same_compute_capability",
-            "version_compatible": True,
-        },
-    }
+    settings = replace(
+        SETTINGS,
+        workspace_mib=64,
+        builder_optimization_level=5,
+        hardware_compatibility_level="same_compute_capability",
+        version_compatible=True,
+    )
     text = refused(
         model_of(tensor("x", (-1, 4), (1, 4), (2, 4), (3, 4))), "8.5", settings, verify_cache=True
     )

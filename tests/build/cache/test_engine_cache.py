@@ -12,10 +12,16 @@ import numpy as np
 import onnx
 import pytest
 
-from mmaas.build.cache.key import backend_pin, engine_key, hardware_class, image_content
+from mmaas.build.cache.key import (
+    backend_pin,
+    engine_key,
+    engine_spec,
+    hardware_class,
+    image_content,
+)
 from mmaas.build.cache.local import EngineCache, verify_entry
 from mmaas.build.pipeline import TOOLKIT_DIR
-from mmaas.build.plan import compile_request, engine_inputs, engine_spec
+from mmaas.build.plan import compile_request, engine_inputs
 from mmaas.core.errors import IntegrityError
 from mmaas.spec.load import LoadedSpec, load_spec
 from mmaas.stage.build import build_model_dir
@@ -118,7 +124,14 @@ def test_files_back_end_image_and_hardware_are_in_the_key(tmp_path: Path) -> Non
     assert key_of(loaded) != key_of(tiny_model(tmp_path / "other"))
     toolkit = shutil.copytree(TOOLKIT_DIR, tmp_path / "toolkit")
     assert key_of(loaded, toolkit=toolkit) == key_of(loaded)
-    (toolkit / "stage.py").write_text((toolkit / "stage.py").read_text() + "\n# changed\n")
+    stage = toolkit / "stage" / "build.py"
+    stage.write_text(stage.read_text() + "\n# changed\n")
+    assert key_of(loaded, toolkit=toolkit) != key_of(loaded)
+    stage.write_text(stage.read_text().replace("\n# changed\n", ""))
+    server = toolkit / "server" / "app.py"  # the builder stage never runs the server (C13)
+    server.write_text(server.read_text() + "\n# changed\n")
+    assert key_of(loaded, toolkit=toolkit) == key_of(loaded)
+    (toolkit / "stage" / "build.py").write_text("# changed\n")
     assert key_of(loaded, toolkit=toolkit) != key_of(loaded)
 
 

@@ -1,49 +1,89 @@
-"""Engine back ends behind one small protocol, registered in a literal dict.
+"""Engine back ends behind three small protocols, registered in one literal dict.
 
-A back end compiles an ONNX model into an engine inside the builder stage
-(:meth:`Backend.compile`), loads it in the runtime server (:meth:`Backend.load`),
-and describes the host facts an engine is tied to (:meth:`Backend.describe`), which
-the manifest records and :meth:`Backend.check_compatible` compares at start-up.
-Implementations are imported lazily so that the CPU image never imports TensorRT.
+Each back end is one package (``backends/<name>/``) with three parts:
+
+* its **runtime part** (:class:`Runtime`): loads an engine in the server, describes the
+  host facts an engine is tied to, refuses an engine this host cannot run;
+* its **compiler part** (:class:`Compiler`): runs inside the builder stage and turns an
+  ONNX file into an engine (plus its data files and, where the back end has one, its own
+  latency timer for the build's latency gate);
+* its **build target** (:class:`BuildTarget`): what ``mmaas build`` on the host needs to
+  make this back end's image (template and its values, builder image, compile route,
+  engine settings, labels, validation, the packages and extras of each image).
+
+:data:`BACKENDS` names the three parts as ``"module:attribute"`` and they are imported
+only when asked for, so the server imports only the runtime part of the back end it
+serves (the CPU image never imports TensorRT) and the builder stage only the compiler.
+Adding a back end is its own package plus one line here.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 
 from mmaas.core.errors import UsageError
 from mmaas.core.manifest import Manifest, ModelInfo
 
-# name -> "module:Class"; a plain dict, as pre-commit registers its languages.
-BACKENDS: dict[str, str] = {
-    "onnxruntime": "mmaas.backends.onnxruntime.backend:OnnxRuntimeBackend",
-    "tensorrt": "mmaas.backends.tensorrt.backend:TensorRTBackend",
+if TYPE_CHECKING:  # host-side types of the build-target protocol (never imported at run time)
+    from mmaas.build.plan import ContextFile
+    from mmaas.spec.model import ModelSpec
+
+# The back ends model.yaml's ``backend:`` accepts (the spec's Literal; the registry below
+# must list the same names: tests/backends/test_registry.py checks it).
+BackendName = Literal["onnxruntime", "tensorrt"]
+
+
+@dataclass(frozen=True)
+class Parts:
+    """Where one back end's parts live, each as ``"module:attribute"``."""
+
+    runtime: str
+    compiler: str
+    target: str
+
+
+# name -> its parts; a plain dict, as pre-commit registers its languages.
+BACKENDS: dict[str, Parts] = {
+    "onnxruntime": Parts(
+        "mmaas.backends.onnxruntime.runtime:OnnxRuntimeRuntime",
+        "mmaas.backends.onnxruntime.compiler:OnnxRuntimeCompiler",
+        "mmaas.backends.onnxruntime.target:OnnxRuntimeTarget",
+    ),
+    "tensorrt": Parts(
+        "mmaas.backends.tensorrt.runtime:TensorRTRuntime",
+        "mmaas.backends.tensorrt.compiler:TensorRTCompiler",
+        "mmaas.backends.tensorrt.target:TensorRTTarget",
+    ),
 }
+
+# (shapes by input, runs, warmup) -> {"p50_ms", "p90_ms", "p99_ms", "mean_ms", "max_ms", "timer"}
+LatencyProbe = Callable[[Mapping[str, tuple[int, ...]], int, int], Mapping[str, Any]]
 
 
 @dataclass(frozen=True)
 class CompileRequest:
-    """Everything a back end needs to compile, as the build plan serialises it.
+    """Everything a compiler needs, as the builder stage reads it from the build request.
 
     Attributes:
         model: the served model's tensors, profile and precision.
         source: the ONNX file.
         out_dir: where the engine (and any side files) go.
-        settings: back-end settings from ``build`` in model.yaml (``workspace`` in MiB,
-            ``timing_cache``, and the ``tensorrt`` / ``onnxruntime`` sub-sections).
+        settings: the back end's own engine settings, typed (e.g.
+            :class:`mmaas.backends.tensorrt.settings.TensorRTSettings`), as its build target
+            made them from model.yaml and its compiler read them back.
         cache_dir: a persisted directory for timing caches, or None.
     """
 
     model: ModelInfo
     source: Path
     out_dir: Path
-    settings: Mapping[str, Any] = field(default_factory=dict)
+    settings: Any = None
     cache_dir: Path | None = None
 
 
@@ -73,18 +113,19 @@ class Engine(Protocol):
         ...
 
 
-class Backend(Protocol):
-    """One engine technology (ONNX Runtime on CPU, TensorRT on NVIDIA GPUs)."""
+class Runtime(Protocol):
+    """The runtime part: what the server needs of a back end.
+
+    Attributes:
+        name: the registry name (``manifest.model.backend``).
+        platform: Triton's ``platform`` for ModelMetadata / ModelConfig
+            (``onnxruntime_onnx``, ``tensorrt_plan``).
+        device_kind: Triton's instance group kind, ``"CPU"`` or ``"GPU"``.
+    """
 
     name: str
-
-    def compile(self, request: CompileRequest) -> CompileResult:
-        """Compile ``request.source`` into an engine in ``request.out_dir``.
-
-        Raises:
-            BuildError: the tool failed; the message says why.
-        """
-        ...
+    platform: str
+    device_kind: str
 
     def load(self, directory: Path, manifest: Manifest, threads: int = 0) -> Engine:
         """Load the engine named by ``manifest`` from ``directory``. ``threads`` is the
@@ -97,21 +138,168 @@ class Backend(Protocol):
         ...
 
     def check_compatible(self, manifest: Manifest) -> None:
-        """Raise :class:`~mmaas.core.errors.CompatibilityError` when this host cannot run an
-        engine built as ``manifest.backend`` records, naming what was built for what."""
+        """Raise :class:`~mmaas.core.errors.CompatibilityError` when this host cannot run
+        an engine built as ``manifest.backend`` records, naming what was built for what."""
         ...
 
 
-def get_backend(name: str) -> Backend:
-    """Instantiate the back end registered as ``name``.
+class Compiler(Protocol):
+    """The compiler part: what the builder stage needs of a back end."""
+
+    name: str
+    runtime: Runtime
+
+    def read_settings(self, data: Mapping[str, Any]) -> Any:
+        """The back end's typed engine settings from their JSON form in the build request
+        (the same type its build target wrote). Raises KeyError/TypeError when malformed."""
+        ...
+
+    def compile(self, request: CompileRequest) -> CompileResult:
+        """Compile ``request.source`` into an engine in ``request.out_dir``.
+
+        Raises:
+            BuildError: the tool failed; the message says why.
+        """
+        ...
+
+    def data_files(self, directory: Path) -> tuple[str, ...]:
+        """The files beside the engine that it loads (recorded as ``engine_data``), in
+        ``directory`` after :meth:`compile`; ``()`` for a self-contained engine."""
+        ...
+
+    def latency_probe(self, directory: Path, manifest: Manifest) -> LatencyProbe | None:
+        """The back end's own timer for the latency gate (e.g. trtexec's), or None for wall
+        time around :meth:`Engine.infer`."""
+        ...
+
+
+@dataclass(frozen=True)
+class CompileBuild:
+    """The compile build of one model as the host pipeline hands it to a build target.
+
+    Attributes:
+        build: ``build(target_stage)`` runs ``docker build`` of the compile context tagged
+            ``tag`` (``target_stage`` None: the whole Dockerfile) and returns the image id.
+        tag: the compile image's tag.
+        docker: the Docker client's argv prefix.
+        work: a scratch directory the target may write into.
+    """
+
+    build: Callable[[str | None], str]
+    tag: str
+    docker: list[str]
+    work: Path
+
+
+class BuildTarget(Protocol):
+    """The host side of a back end: how ``mmaas build`` makes its image.
+
+    Attributes:
+        name: the registry name.
+        template: the Dockerfile template under ``templates/``.
+        precisions: the ``target_precision`` values it builds.
+        runs_on_gpu: its images are built and served on a GPU (CI runner choice).
+        runtime_extras, builder_extras: the mmaas extras (``pyproject.toml``) the runtime
+            image and the builder stage install.
+        runtime_packages, builder_packages: the mmaas subpackages each image's wheel holds.
+    """
+
+    name: str
+    template: str
+    precisions: tuple[str, ...]
+    runs_on_gpu: bool
+    runtime_extras: tuple[str, ...]
+    builder_extras: tuple[str, ...]
+    runtime_packages: tuple[str, ...]
+    builder_packages: tuple[str, ...]
+
+    def check_input(self, name: str) -> str | None:
+        """Why this back end cannot take an input called ``name`` (e.g. a name trtexec
+        cannot quote), or None; spec validation reports it at the input's key."""
+        ...
+
+    def engine_settings(self, spec: ModelSpec) -> Any:
+        """The typed engine settings of ``spec`` (a frozen dataclass the compiler reads
+        back): only what changes the engine."""
+        ...
+
+    def builder_image(self, spec: ModelSpec) -> str:
+        """The image the builder stage starts from."""
+        ...
+
+    def pin(self, spec: ModelSpec) -> dict[str, str]:
+        """``{"name", "version"}`` of the back end the builder stage runs."""
+        ...
+
+    def hardware_class(self, spec: ModelSpec) -> dict[str, Any]:
+        """The class of machine an engine built here is tied to (for the engine-cache key)."""
+        ...
+
+    def template_values(self, spec: ModelSpec) -> dict[str, Any]:
+        """Template values beyond the common ones. Raises SpecError for settings the
+        target cannot build."""
+        ...
+
+    def engine_files(self, spec: ModelSpec, folder: Path) -> tuple[ContextFile, ...]:
+        """Files of the model folder the compile reads beyond the ONNX file and samples."""
+        ...
+
+    def preflight(self, spec: ModelSpec, image: str) -> str | None:
+        """Checks before any Docker work (a GPU for a GPU build); returns an extra tag for
+        the image, or None. Raises BuildError."""
+        ...
+
+    def compile_engine(self, build: CompileBuild) -> Path:
+        """Run the compile route and return the engine directory it wrote (unverified)."""
+        ...
+
+    def labels(self, manifest: Manifest) -> dict[str, str]:
+        """Image labels from the built engine's manifest beyond the common ones."""
+        ...
+
+    def build_commands(
+        self,
+        spec: ModelSpec,
+        docker: list[str],
+        build_args: Callable[[Path, str, str | None], list[str]],
+        contexts: tuple[Path, Path],
+        image: str,
+        env: str,
+    ) -> list[str]:
+        """The commands ``mmaas render`` prints: what ``mmaas build`` runs, one per line
+        (``env``, e.g. ``DOCKER_BUILDKIT=1 ``, prefixes each ``docker build``)."""
+        ...
+
+
+def _load(target: str) -> Any:
+    module_name, attribute = target.split(":")
+    return getattr(importlib.import_module(module_name), attribute)()
+
+
+def _parts(name: str) -> Parts:
+    try:
+        return BACKENDS[name]
+    except KeyError as exc:
+        raise UsageError(f"unknown backend {name!r}; known: {', '.join(sorted(BACKENDS))}") from exc
+
+
+def get_runtime(name: str) -> Runtime:
+    """The runtime part of back end ``name``.
 
     Raises:
         UsageError: ``name`` is not registered (lists the known names).
     """
-    try:
-        target = BACKENDS[name]
-    except KeyError as exc:
-        raise UsageError(f"unknown backend {name!r}; known: {', '.join(sorted(BACKENDS))}") from exc
-    module_name, class_name = target.split(":")
-    backend: Backend = getattr(importlib.import_module(module_name), class_name)()
-    return backend
+    runtime: Runtime = _load(_parts(name).runtime)
+    return runtime
+
+
+def get_compiler(name: str) -> Compiler:
+    """The compiler part of back end ``name``. Raises UsageError for an unknown name."""
+    compiler: Compiler = _load(_parts(name).compiler)
+    return compiler
+
+
+def get_target(name: str) -> BuildTarget:
+    """The build target of back end ``name``. Raises UsageError for an unknown name."""
+    target: BuildTarget = _load(_parts(name).target)
+    return target

@@ -73,7 +73,7 @@ def render_text(report: DoctorReport) -> str:
 
 
 def _docker() -> tuple[Check, Check, dict]:
-    from mmaas import docker_engine
+    from mmaas.build import docker as docker_engine
 
     try:
         client = docker_engine.client()
@@ -130,7 +130,7 @@ def _gpus() -> Check:
 
 
 def _tensorrt() -> Check:
-    from mmaas.backends.tensorrt.backend import tensorrt_version
+    from mmaas.backends.tensorrt.runtime import tensorrt_version
 
     version = tensorrt_version()
     if version is None:

@@ -1,65 +1,58 @@
 """The build plan: a completed ModelSpec -> everything ``docker build`` needs. Pure.
 
-No I/O happens here: the plan lists the files to stage (C14: the context for one model
-holds only that model's files), the generated files' text (``engine-request.json`` for the
-compile, ``build-request.json`` for the stamp step; see :mod:`mmaas.stage.build`), the template
-and its values, labels and the image reference, and a digest of all of it. So ``mmaas
-render`` shows exactly what ``mmaas build`` sends, and a rendered Dockerfile can be compared
-byte for byte with a golden file. Layer reuse (C13): the compile reads only the engine
-request and the engine inputs (:func:`engine_inputs`), so a change to the model's name,
-version, runtime settings, labels, README or the runtime code does not re-run it; and the
-package build stages the engine directory, not the ONNX file, so it is the same build
-whether the engine was compiled just now or came from the engine cache.
+No Docker and no writes happen here: the plan lists the files to stage (C14: the context
+for one model holds only that model's files), the mmaas wheels to pack (one per image
+stage, :mod:`mmaas.build.wheel`), the generated files' text (the typed requests of
+:mod:`mmaas.build.requests`, the requirements of each stage's extras and their pins), the
+template and its values, labels and the image reference, and a digest of all of it. So
+``mmaas render`` shows exactly what ``mmaas build`` sends, and a rendered Dockerfile can be
+compared byte for byte with a golden file. Layer reuse (C13): the compile reads only the
+engine request and the engine inputs (:func:`engine_inputs`: the builder wheel holds only
+the stage and the back end), so a change to the model's name, version, runtime settings,
+labels, README or the server or CLI code does not re-run it; and the package build stages
+the engine directory, not the ONNX file, so it is the same build whether the engine was
+compiled just now or came from the engine cache. Back-end specifics come from the back
+end's build target (:class:`mmaas.backends.BuildTarget`).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from mmaas.backends import CompileRequest
-from mmaas.backends.tensorrt.target import (
-    REQUIREMENTS,
-    TENSORRT_STAGE_MODULES,
-    tensorrt_plan_values,
-)
+from mmaas.backends import CompileRequest, get_target
+from mmaas.build.requests import build_request, engine_request, model_info
+from mmaas.build.wheel import CONSTRAINTS, constraints_text, requirements
 from mmaas.core.hashing import bytes_digest
-from mmaas.core.manifest import ModelInfo, TensorInfo
-from mmaas.spec.model import InputSpec, ModelSpec, OutputSpec
+from mmaas.spec.model import ModelSpec
 
-TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "templates"
 MODEL_DIR = "/opt/mmaas/model"
 ENGINE_DIR = "/opt/mmaas/engine"  # the builder stage's compiled (or cached) engine directory
 ENGINE_CONTEXT = "engine"  # the package build's engine directory in its build context
-# name and version of the engine request's model: neutral, so that the compile's layer
-# and the engine-cache key survive a rename or a version bump (the stamp step sets them).
-ENGINE_MODEL = ("engine", "0")
-# Modules the builder stage runs (``python -m mmaas.stage``): only these are copied into
-# it, so a change to the server or CLI does not re-run the engine compile (C13).
-STAGE_MODULES = (
-    "__init__.py",
-    "errors.py",
-    "hashing.py",
-    "manifest.py",
-    "datatypes.py",
-    "samples.py",
-    "gates.py",
-    "gates_latency.py",
-    "model_dir.py",
-    "stage.py",
-    "backends/__init__.py",
-)
+BUILDER_WHEEL = "wheels/builder"  # the builder stage's mmaas wheel in the build context
+RUNTIME_WHEEL = "wheels/runtime"  # the runtime stage's
 LABEL_PREFIX = "io.mmaas"
 
 
 @dataclass(frozen=True)
 class ContextFile:
-    """A host file copied into the staged build context at ``target`` (relative path)."""
+    """A host file (or directory) copied into the staged build context at ``target``."""
 
     source: Path
+    target: str
+
+
+@dataclass(frozen=True)
+class ContextWheel:
+    """An mmaas wheel packed into the context directory ``target`` from the package
+    directory ``root`` (the installed mmaas), holding ``packages``."""
+
+    root: Path
+    packages: tuple[str, ...]
     target: str
 
 
@@ -69,9 +62,10 @@ class BuildPlan:
 
     Attributes:
         image: ``repository:tag`` of the image.
-        template: template file name under ``templates/``.
+        template: template file name under ``templates/`` (package ``mmaas.templates``).
         values: the template's values (computed here; templates hold no logic).
         files: host files to stage into the context.
+        wheels: mmaas wheels to pack into the context.
         generated: context-relative path -> text of files made for this build.
         labels: OCI + mmaas labels known before the build (the engine hash is added after).
         digest: ``sha256:<hex>`` of all of the above.
@@ -81,22 +75,10 @@ class BuildPlan:
     template: str
     values: dict[str, Any]
     files: tuple[ContextFile, ...]
+    wheels: tuple[ContextWheel, ...]
     generated: dict[str, str]
     labels: dict[str, str]
     digest: str = ""
-
-
-def model_info(spec: ModelSpec) -> ModelInfo:
-    """The served signature of a completed spec (every tensor has datatype and shape)."""
-    return ModelInfo(
-        name=spec.name,
-        version=spec.version,
-        backend=spec.backend,
-        precision=spec.target_precision,
-        max_batch_size=spec.max_batch_size,
-        inputs=tuple(_tensor(t) for t in spec.inputs),
-        outputs=tuple(_tensor(t) for t in spec.outputs),
-    )
 
 
 def make_plan(
@@ -120,7 +102,8 @@ def make_plan(
     Args:
         external_data: the ONNX file's external data locations (relative to its folder,
             nested paths included); staged beside it.
-        toolkit_dir: the installed ``mmaas`` package directory (copied into the image).
+        toolkit_dir: the installed ``mmaas`` package directory (the wheels are packed
+            from it).
         buildkit: whether the builder supports ``RUN --mount`` cache mounts.
         ca_bundle: a PEM bundle trusted by pip inside the build, or None.
         model_dir: the model folder (``checks.accuracy.samples`` are relative to it);
@@ -128,34 +111,22 @@ def make_plan(
         engine_key: the engine-cache key (:mod:`mmaas.build.cache.key`), recorded in the
             manifest; None when it could not be computed.
         engine_dir: the engine directory to package, or None for the compile build.
+
+    Raises:
+        SpecError: the back end's build target cannot build a setting of ``spec``.
     """
+    target = get_target(spec.backend)
     inputs = engine_inputs(
         spec, source, toolkit_dir=toolkit_dir, external_data=external_data, model_dir=model_dir
     )
-    engine = engine_spec(spec, source)
-    engine_request = {**engine, "spec_digest": _canonical_digest(engine), "engine_key": engine_key}
-    build_request = {
-        **engine,
-        "model": asdict(model_info(spec)),
-        "settings": spec.build.model_dump(mode="json"),
-        "spec_digest": spec.digest(),
-        "engine_key": engine_key,
-    }
-    staged = (
-        (
-            *[f for f in inputs if f.target.startswith("stage-lib/") or f.target == REQUIREMENTS],
-            ContextFile(engine_dir, ENGINE_CONTEXT),
-        )
-        if engine_dir is not None
-        else inputs
-    )
-    files = [
-        *staged,
-        ContextFile(TEMPLATES_DIR / "requirements-runtime.txt", "requirements-runtime.txt"),
-        ContextFile(toolkit_dir, "lib/mmaas"),
-    ]
+    files = [item for item in inputs if isinstance(item, ContextFile)]
+    wheels = [item for item in inputs if isinstance(item, ContextWheel)]
+    if engine_dir is not None:  # the package build stages the engine, not its inputs
+        files = [ContextFile(engine_dir, ENGINE_CONTEXT)]
+        wheels.append(ContextWheel(toolkit_dir, target.runtime_packages, RUNTIME_WHEEL))
     if ca_bundle is not None:
         files.append(ContextFile(ca_bundle, "ca-bundle.pem"))
+    stamped = build_request(spec, source, engine_key)
     labels = {
         "org.opencontainers.image.title": spec.name,
         "org.opencontainers.image.version": spec.version,
@@ -164,9 +135,10 @@ def make_plan(
         f"{LABEL_PREFIX}.model.version": spec.version,
         f"{LABEL_PREFIX}.backend": spec.backend,
         f"{LABEL_PREFIX}.precision": spec.target_precision,
-        f"{LABEL_PREFIX}.spec.digest": build_request["spec_digest"],
+        f"{LABEL_PREFIX}.spec.digest": stamped.spec_digest,
         **spec.image.labels,
     }
+    wheel = f"mmaas-{metadata.version('mmaas')}-py3-none-any.whl"
     values = {
         "base_image": spec.image.base_image,
         "buildkit": buildkit,
@@ -174,19 +146,27 @@ def make_plan(
         "phase": "compile" if engine_dir is None else "package",
         "model_dir": MODEL_DIR,
         "engine_dir": ENGINE_DIR,
+        "builder_wheel": f"/opt/mmaas/{BUILDER_WHEEL}/{wheel}[{','.join(target.builder_extras)}]",
+        "runtime_wheel": f"/opt/mmaas/{RUNTIME_WHEEL}/{wheel}[{','.join(target.runtime_extras)}]",
         "env": runtime_env(spec),
         "ports": [port for port in (spec.runtime.grpc_port, spec.runtime.metrics_port) if port],
         "labels": labels,
-        **(tensorrt_plan_values(spec) if spec.backend == "tensorrt" else {}),
+        **target.template_values(spec),
     }
-    generated = {"build-request.json": _json(build_request)}
+    generated = {
+        "build-request.json": stamped.to_json(),
+        CONSTRAINTS: constraints_text(),
+        "requirements-builder.txt": _lines(requirements(target.builder_extras)),
+        "requirements-runtime.txt": _lines(requirements(target.runtime_extras)),
+    }
     if engine_dir is None:
-        generated["engine-request.json"] = _json(engine_request)
+        generated["engine-request.json"] = engine_request(spec, source, engine_key).to_json()
     plan = BuildPlan(
         image=f"{spec.image_repository}:{spec.image_tag}",
-        template=f"Dockerfile.{spec.backend}.j2",
+        template=target.template,
         values=values,
         files=tuple(files),
+        wheels=tuple(wheels),
         generated=generated,
         labels=labels,
     )
@@ -200,56 +180,23 @@ def engine_inputs(
     toolkit_dir: Path,
     external_data: Sequence[str] = (),
     model_dir: Path | None = None,
-) -> tuple[ContextFile, ...]:
-    """The files the engine compile reads, as staged: the ONNX file and its external data
-    (``model/``), the accuracy gate's samples (``model/<path in the model folder>``) and
-    the builder stage's mmaas modules (``stage-lib/mmaas/``); for TensorRT also the INT8
-    calibration cache (``model/<build.tensorrt.calibration_cache>``, where the back end
-    looks for it: beside the ONNX file), the TensorRT stage modules and
-    ``requirements-tensorrt.txt``. Their bytes are part of the engine-cache key."""
+) -> tuple[ContextFile | ContextWheel, ...]:
+    """What the engine compile reads, as staged: the ONNX file and its external data
+    (``model/``), the accuracy gate's samples (``model/<path in the model folder>``), what
+    the back end's build target adds (TensorRT: the INT8 calibration cache, where the
+    compiler looks for it: beside the ONNX file) and the builder stage's mmaas wheel (the
+    stage and the back end's packages of ``toolkit_dir``). Their bytes, with the engine
+    request, make the engine-cache key."""
     folder = model_dir or source.parent
     samples = spec.checks.accuracy.samples if spec.checks.accuracy else []
-    modules: tuple[str, ...] = (*STAGE_MODULES, f"backends/{spec.backend}.py")
-    extra: tuple[ContextFile, ...] = ()
-    if spec.backend == "tensorrt":
-        modules = (*STAGE_MODULES, *TENSORRT_STAGE_MODULES)
-        calibration = spec.build.tensorrt.calibration_cache
-        extra = (
-            ContextFile(TEMPLATES_DIR / REQUIREMENTS, REQUIREMENTS),
-            *([ContextFile(folder / calibration, f"model/{calibration}")] if calibration else []),
-        )
+    target = get_target(spec.backend)
     return (
         ContextFile(source, f"model/{source.name}"),
         *(ContextFile(source.parent / name, f"model/{name}") for name in external_data),
         *(ContextFile(folder / name, f"model/{name}") for name in samples),
-        *extra,
-        *(ContextFile(toolkit_dir / name, f"stage-lib/mmaas/{name}") for name in modules),
+        *target.engine_files(spec, folder),
+        ContextWheel(toolkit_dir, target.builder_packages, BUILDER_WHEEL),
     )
-
-
-def engine_spec(spec: ModelSpec, source: Path) -> dict[str, Any]:
-    """The build-relevant part of a completed spec, normalised: the served signature with
-    a neutral name and version, the back end's own build settings only, the gates, and
-    the staged paths of the source and samples. Everything else in model.yaml (name,
-    version, description, runtime, image) leaves the engine unchanged."""
-    model = replace(model_info(spec), name=ENGINE_MODEL[0], version=ENGINE_MODEL[1])
-    build = spec.build.model_dump(mode="json")
-    settings = (
-        {"onnxruntime": build["onnxruntime"]}
-        if spec.backend == "onnxruntime"
-        else {
-            **{k: v for k, v in build.items() if k != "onnxruntime"},
-            "tensorrt": {k: v for k, v in build["tensorrt"].items() if k != "runtime_image"},
-        }
-    )
-    samples = spec.checks.accuracy.samples if spec.checks.accuracy else []
-    return {
-        "model": asdict(model),
-        "settings": settings,
-        "checks": spec.checks.model_dump(mode="json"),
-        "source": f"model/{source.name}",
-        "samples": [f"model/{s}" for s in samples],
-    }
 
 
 def runtime_env(spec: ModelSpec) -> dict[str, str]:
@@ -274,32 +221,18 @@ def runtime_env(spec: ModelSpec) -> dict[str, str]:
 
 
 def compile_request(spec: ModelSpec, source: Path, out_dir: Path) -> CompileRequest:
-    """The back end's compile request for a completed ``spec`` whose ONNX file is
-    ``source`` (used on the host by ``mmaas serve``; the image gets the same fields as
-    ``build-request.json``)."""
+    """The compiler's request for a completed ``spec`` whose ONNX file is ``source`` (used
+    on the host by ``mmaas serve``; the image reads the same fields from the build request)."""
     return CompileRequest(
         model=model_info(spec),
         source=source,
         out_dir=out_dir,
-        settings=spec.build.model_dump(mode="json"),
+        settings=get_target(spec.backend).engine_settings(spec),
     )
 
 
-def _tensor(spec: InputSpec | OutputSpec) -> TensorInfo:
-    profile = (
-        {"min": spec.min, "opt": spec.opt, "max": spec.max} if isinstance(spec, InputSpec) else {}
-    )
-    return TensorInfo(
-        name=spec.name, datatype=spec.datatype or "FP32", shape=tuple(spec.shape or ()), **profile
-    )
-
-
-def _json(data: dict[str, Any]) -> str:
-    return json.dumps(data, indent=2) + "\n"
-
-
-def _canonical_digest(data: dict[str, Any]) -> str:
-    return bytes_digest(json.dumps(data, sort_keys=True, separators=(",", ":")).encode())
+def _lines(requirements: list[str]) -> str:
+    return "".join(f"{line}\n" for line in requirements)
 
 
 def _digest(plan: BuildPlan) -> str:
@@ -308,6 +241,7 @@ def _digest(plan: BuildPlan) -> str:
         "template": plan.template,
         "values": plan.values,
         "files": [f.target for f in plan.files],
+        "wheels": [[w.target, list(w.packages)] for w in plan.wheels],
         "generated": plan.generated,
         "labels": plan.labels,
     }

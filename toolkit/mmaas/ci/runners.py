@@ -14,17 +14,16 @@ rather than silently building it on a CPU runner.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, get_args
+from typing import TYPE_CHECKING
 
+from mmaas.backends import BACKENDS, get_target
 from mmaas.core.errors import SpecError, SpecProblem
-from mmaas.spec.model import Backend
 
 if TYPE_CHECKING:
     from mmaas.ci.git import Git
 
 RUNNERS_FILE = ".github/mmaas-runners.json"
 DEFAULT_RUNNER = "ubuntu-24.04"
-GPU_BACKENDS = ("tensorrt",)
 RunnerLabel = str | list[str]
 
 
@@ -45,7 +44,7 @@ def load_runners(git: Git, commit: str) -> dict[str, RunnerLabel]:
         raise _problem("", f"not valid JSON ({exc}); fix the file") from exc
     if not isinstance(data, dict):
         raise _problem("", 'must be a JSON object such as {"default": "ubuntu-24.04"}')
-    known = ("default", *get_args(Backend))
+    known = ("default", *BACKENDS)
     for key, value in data.items():
         if key not in known:
             raise _problem(key, f"unknown back end; use one of {', '.join(known)}")
@@ -62,7 +61,7 @@ def runner_for(runners: dict[str, RunnerLabel], backend: str) -> RunnerLabel:
     """
     if backend in runners:
         return runners[backend]
-    if backend in GPU_BACKENDS:
+    if get_target(backend).runs_on_gpu:
         raise _problem(
             backend,
             f"no runner label for {backend} models, which must build on "

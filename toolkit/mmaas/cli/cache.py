@@ -1,8 +1,9 @@
 """``mmaas cache ls|export|import|prune``: the host's TensorRT timing caches.
 
-The store (``mmaas.backends.tensorrt.timing_cache``) lives in ``--cache-dir``, else ``$MMAAS_TIMING_CACHE_DIR``,
-else ``~/.cache/mmaas/timing-caches``. An export is a ``.tar.gz`` of ``<key>.cache`` +
-``<key>.json`` pairs, which CI persists between runs and imports before a build.
+The store (``mmaas.backends.tensorrt.timing_cache``) lives in ``--cache-dir``, else
+``$MMAAS_TIMING_CACHE_DIR``, else ``~/.cache/mmaas/timing-caches``. An export is a
+``.tar.gz`` of ``<key>.cache`` + ``<key>.json`` pairs, which CI persists between runs and
+imports before a build.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """``mmaas render MODEL``: print the Dockerfile(s) and the exact build commands, build nothing.
 
 Both back ends: the compile and the package Dockerfile on stdout, each after a
-``# ==> CONTEXT/<build>/Dockerfile (<phase> build) <==`` line. ONNX Runtime: the two
-``docker build`` commands on stderr. TensorRT: on stderr the GPU route's command
-sequence (:func:`mmaas.backends.tensorrt.gpu_route.gpu_build_commands`):
+``# ==> CONTEXT/<build>/Dockerfile (<phase> build) <==`` line; on stderr the commands the
+back end's build target says ``mmaas build`` runs (:meth:`mmaas.backends.BuildTarget.
+build_commands`: ONNX Runtime's two ``docker build`` commands; TensorRT's GPU route:
 build ``--target builder``, compile in ``docker run --gpus all``, copy the engine directory
-into the package context, build the package. ``--context DIR`` stages the build contexts
+into the package context, build the package). ``--context DIR`` stages the build contexts
 (``DIR/compile``, ``DIR/package``) so that the printed commands run as they are on a host
 with Docker (and, for TensorRT, a GPU and the NVIDIA Container Toolkit).
 """
@@ -13,15 +13,13 @@ with Docker (and, for TensorRT, a GPU and the NVIDIA Container Toolkit).
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
 from dataclasses import replace
 from pathlib import Path
 
 import click
 
-from mmaas.backends.tensorrt.gpu_route import gpu_build_commands
-from mmaas.backends.tensorrt.timing_cache import TimingCacheStore
+from mmaas.backends import get_target
 from mmaas.build import docker as docker_engine
 from mmaas.build.pipeline import plan_model, stage_context
 from mmaas.build.plan import ENGINE_CONTEXT, BuildPlan
@@ -68,36 +66,22 @@ def command(
     for plan, context in ((compile_plan, contexts[0]), (package_plan, contexts[1])):
         click.echo(f"# ==> {context / 'Dockerfile'} ({plan.values['phase']} build) <==")
         click.echo(render_dockerfile(plan), nl=False)
-    if loaded.spec.backend != "tensorrt":
-        compile_tag = f"{loaded.spec.image_repository}:engine"
-        for label, context, tag in (
-            ("build", contexts[0], compile_tag),
-            ("package build", contexts[1], package_plan.image),
-        ):
-            argv = [*docker, "build", *build_args(context / "Dockerfile", tag, None), str(context)]
-            click.echo(f"# {label}: {env}{shlex.join(argv)}", err=True)
-        click.echo(
-            f"# package build context: copy {compile_tag}'s engine directory "
-            f"({compile_plan.values['engine_dir']}) to {contexts[1] / ENGINE_CONTEXT}",
-            err=True,
-        )
-    else:
-        tags = (
-            f"{loaded.spec.image_repository}:{loaded.spec.image_tag}-builder",
-            package_plan.image,
-        )
-        steps = gpu_build_commands(
-            docker, build_args, contexts, tags, root / "out", TimingCacheStore().root
-        )
-        for number, argv in enumerate(steps, 1):
-            prefix = env if argv[1:2] == ["build"] else ""
-            click.echo(f"# run {number}/{len(steps)}: {prefix}{shlex.join(argv)}", err=True)
+    target = get_target(loaded.spec.backend)
+    commands = target.build_commands(
+        loaded.spec, docker, build_args, contexts, package_plan.image, env
+    )
+    for line in commands:
+        click.echo(f"# {line}", err=True)
     if not context_dir:
         for plan, context in ((compile_plan, contexts[0]), (package_plan, contexts[1])):
             click.echo(
                 f"# {context} holds: "
                 + ", ".join(
-                    sorted({f.target.split("/")[0] for f in plan.files} | set(plan.generated))
+                    sorted(
+                        {f.target.split("/")[0] for f in plan.files}
+                        | {w.target.split("/")[0] for w in plan.wheels}
+                        | set(plan.generated)
+                    )
                 ),
                 err=True,
             )

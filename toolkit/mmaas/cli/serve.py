@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from mmaas.build.pipeline import compile_local
+from mmaas.build.local import compile_local
 from mmaas.build.plan import runtime_env
 
 

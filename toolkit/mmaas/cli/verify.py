@@ -8,10 +8,10 @@ from pathlib import Path
 
 import click
 
-from mmaas.build.pipeline import verify_image
+from mmaas.build.verify import verify_image
 from mmaas.cli.options import json_option
 from mmaas.core.errors import UsageError
-from mmaas.stage.build import verify_model_dir
+from mmaas.core.model_dir import verify_model_dir
 
 
 @click.command("verify")

@@ -18,13 +18,12 @@ Layout of a model directory (``/opt/mmaas/model`` in an image)::
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from mmaas.core.errors import IntegrityError
+from mmaas.core.files import atomic_write_text
 from mmaas.core.hashing import bytes_digest, file_digests
 
 SCHEMA_VERSION = 2  # 2: ``engine_data`` records the engine's data files
@@ -189,22 +188,6 @@ def _verified(directory: Path, recorded: FileRecord, kind: str) -> FileRecord:
             f"({actual.size_bytes} bytes); refusing to use it"
         )
     return actual
-
-
-def atomic_write_text(target: Path, text: str) -> None:
-    """Write ``text`` to ``target`` via a temp file in the same directory and a rename."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as stream:
-            stream.write(text)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _canonical(data: dict[str, Any]) -> str:

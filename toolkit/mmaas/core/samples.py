@@ -6,15 +6,16 @@ three feed the engine the same kind of data.
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
 from mmaas.core.datatypes import to_numpy
 from mmaas.core.manifest import ModelInfo, TensorInfo
+from mmaas.core.profile import POINTS, ProfilePoint
 
-ProfilePoint = Literal["min", "opt", "max"]
-POINTS: tuple[ProfilePoint, ...] = ("min", "opt", "max")
+__all__ = ["POINTS", "ProfilePoint", "profile_shape", "sample_arrays", "sample_inputs"]
 
 
 def profile_shape(tensor: TensorInfo, point: ProfilePoint) -> tuple[int, ...]:
@@ -39,4 +40,30 @@ def sample_inputs(model: ModelInfo, point: ProfilePoint, seed: int = 0) -> dict[
             arrays[tensor.name] = rng.integers(0, 2, shape).astype(bool)
         else:
             arrays[tensor.name] = rng.integers(0, 8, shape).astype(dtype)
+    return arrays
+
+
+def sample_arrays(path: Path, input_names: Sequence[str]) -> dict[str, np.ndarray]:
+    """The arrays of one sample file: ``.npz`` by input name, ``.npy`` for the single input.
+
+    Raises:
+        ValueError: unreadable file, an ``.npy`` for a model with several inputs, or an
+            ``.npz`` whose names differ from the inputs (says which are missing or extra).
+        OSError: the file cannot be read.
+    """
+    if path.suffix == ".npy":
+        if len(input_names) != 1:
+            raise ValueError(
+                f"an .npy file holds one array, the model has {len(input_names)} "
+                "inputs; save them with numpy.savez(path, **{name: array})"
+            )
+        return {input_names[0]: np.load(path, allow_pickle=False)}
+    with np.load(path, allow_pickle=False) as archive:
+        arrays = {name: archive[name] for name in archive.files}
+    missing = [name for name in input_names if name not in arrays]
+    extra = [name for name in arrays if name not in input_names]
+    if missing or extra:
+        raise ValueError(
+            f"its arrays must be named after the inputs: missing {missing}, unknown {extra}"
+        )
     return arrays

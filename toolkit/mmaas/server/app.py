@@ -17,26 +17,24 @@ import asyncio
 import logging
 import os
 import signal
-import socket
 from pathlib import Path
 from typing import Any
 
-import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2
 from grpc_health.v1._async import HealthServicer
-from grpc_reflection.v1alpha import reflection
 
+from mmaas.backends import get_runtime
 from mmaas.core.errors import MmaasError
 from mmaas.core.manifest import Manifest, read_manifest
 from mmaas.server import runtime
 from mmaas.server.batcher import Scheduler
-from mmaas.server.config import ConfigFacts
+from mmaas.server.grpc.config import ConfigFacts
+from mmaas.server.grpc.server import HEALTH_SERVICES, grpc_server
+from mmaas.server.inference import ServedModel
 from mmaas.server.logs import configure
 from mmaas.server.metrics import ModelMetrics
-from mmaas.server.servicer import SERVICE, InferenceServicer, ServedModel, register
 from mmaas.server.settings import Settings
 
-HEALTH_SERVICES = ("", SERVICE)
 log = logging.getLogger("mmaas.server")
 
 
@@ -64,7 +62,7 @@ async def run(settings: Settings) -> None:
     health = HealthServicer()
     for name in HEALTH_SERVICES:
         await health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
-    server = _grpc_server(settings, model, health)
+    server = grpc_server(settings, model, health)
     metrics_http = _serve_metrics(settings, model.metrics)
     await server.start()
     try:
@@ -122,7 +120,10 @@ async def _until_stopped(work: Any, stop: asyncio.Event) -> Any:
 def _served_model(settings: Settings, manifest: Manifest) -> ServedModel:
     info = manifest.model
     batching = settings.batching.enabled and info.max_batch_size > 0
+    runtime_part = get_runtime(info.backend)
     facts = ConfigFacts(
+        platform=runtime_part.platform,
+        device_kind=runtime_part.device_kind,
         instance_count=settings.instance_count,
         batching=batching,
         preferred_batch_sizes=settings.batching.preferred_batch_sizes,
@@ -141,69 +142,6 @@ def _max_batch(manifest: Manifest) -> int:
     if info.max_batch_size <= 0:
         return 0
     return min([info.max_batch_size, *(t.max[0] for t in info.inputs if t.max)])
-
-
-def _grpc_server(settings: Settings, model: ServedModel, health: HealthServicer) -> Any:
-    options = [
-        ("grpc.max_receive_message_length", -1),
-        ("grpc.max_send_message_length", -1),
-        ("grpc.so_reuseport", 0),
-    ]
-    if settings.max_concurrent_streams:
-        options.append(("grpc.max_concurrent_streams", settings.max_concurrent_streams))
-    server = grpc.aio.server(options=options)
-    register(InferenceServicer(model), server)
-    health_pb2_grpc.add_HealthServicer_to_server(health, server)
-    reflection.enable_server_reflection(
-        (
-            SERVICE,
-            health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
-            reflection.SERVICE_NAME,
-        ),
-        server,
-    )
-    address = _address(settings.host, settings.grpc_port)
-    _check_free(settings.host, settings.grpc_port)
-    try:
-        if settings.tls is None:
-            bound = server.add_insecure_port(address)
-        else:
-            bound = server.add_secure_port(address, _credentials(settings))
-    except RuntimeError as exc:
-        bound, reason = 0, str(exc)
-    else:
-        reason = "bind failed"
-    if not bound:
-        raise MmaasError(
-            f"cannot listen on {address} (MMAAS_GRPC_PORT): {reason}; "
-            "is another server using the port?"
-        )
-    return server
-
-
-def _check_free(host: str, port: int) -> None:
-    """Fail with a clear line before gRPC tries (and logs its own error) on a busy port."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((host.strip("[]"), port))
-        except OSError as exc:
-            raise MmaasError(
-                f"cannot listen on {_address(host, port)} (MMAAS_GRPC_PORT): "
-                f"{exc.strerror}; is another server using the port?"
-            ) from None
-
-
-def _credentials(settings: Settings) -> grpc.ServerCredentials:
-    tls = settings.tls
-    assert tls is not None
-    client_ca = tls.client_ca.read_bytes() if tls.client_ca else None
-    return grpc.ssl_server_credentials(
-        [(tls.key.read_bytes(), tls.cert.read_bytes())],
-        root_certificates=client_ca,
-        require_client_auth=client_ca is not None,
-    )
 
 
 def _serve_metrics(settings: Settings, metrics: ModelMetrics) -> Any:
@@ -225,10 +163,6 @@ def _stop_event() -> asyncio.Event:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     return stop
-
-
-def _address(host: str, port: int) -> str:
-    return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
 
 
 def _process_age() -> float:

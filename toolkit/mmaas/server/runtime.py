@@ -14,7 +14,7 @@ import math
 import os
 import time
 
-from mmaas.backends import Engine, get_backend
+from mmaas.backends import Engine, get_runtime
 from mmaas.core.datatypes import element_size
 from mmaas.core.errors import IntegrityError
 from mmaas.core.manifest import Manifest, ModelInfo, verify_engine
@@ -39,7 +39,7 @@ def verify(settings: Settings, manifest: Manifest) -> None:
             f"{settings.model_dir / manifest.engine.path}: engine is {actual.blake3}, but "
             f"MMAAS_EXPECTED_ENGINE pins {settings.expected_engine}; refusing to serve it"
         )
-    get_backend(manifest.model.backend).check_compatible(manifest)
+    get_runtime(manifest.model.backend).check_compatible(manifest)
     log.info(
         "engine verified: %s %s (%.0f ms)",
         manifest.engine.path,
@@ -55,7 +55,7 @@ def load_instances(settings: Settings, manifest: Manifest) -> list[Engine]:
     Raises:
         Exception: the back end's own error when the engine cannot be loaded or run.
     """
-    backend = get_backend(manifest.model.backend)
+    backend = get_runtime(manifest.model.backend)
     threads = threads_per_instance(settings)
     warmup = sample_inputs(manifest.model, "opt")
     outputs = [tensor.name for tensor in manifest.model.outputs]

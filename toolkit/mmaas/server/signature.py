@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from mmaas.core.datatypes import NUMPY_BY_DATATYPE
 from mmaas.core.manifest import ModelInfo, TensorInfo
+from mmaas.core.profile import outside
 from mmaas.server.status import InvalidArgument
 
 
@@ -83,14 +84,13 @@ def _check_tensor(tensor: TensorInfo, datatype: str, shape: tuple[int, ...]) -> 
     high: tuple[int | None, ...] = tensor.max or tuple(
         dim if dim > 0 else None for dim in tensor.shape
     )
-    for axis, dim in enumerate(shape):
-        top = high[axis]
-        if dim < low[axis] or (top is not None and dim > top):
-            raise InvalidArgument(
-                f"{where}: shape {list(shape)} is outside the optimization profile: axis "
-                f"{axis} is {dim}, allowed {_allowed(low[axis], high[axis])} "
-                f"(min {list(low)}, max {list(tensor.max or tensor.shape)})"
-            )
+    axis = outside(shape, low, high)
+    if axis is not None:
+        raise InvalidArgument(
+            f"{where}: shape {list(shape)} is outside the optimization profile: axis "
+            f"{axis} is {shape[axis]}, allowed {_allowed(low[axis], high[axis])} "
+            f"(min {list(low)}, max {list(tensor.max or tensor.shape)})"
+        )
 
 
 def _allowed(low: int, high: int | None) -> str:

@@ -1,49 +1,50 @@
-"""Request errors, each carrying the gRPC status code it is answered with.
+"""Request errors, each carrying the status it is answered with, by name: KServe v2 /
+gRPC status names (``INVALID_ARGUMENT``, ``NOT_FOUND``...), which each front end maps to its
+protocol's own (the gRPC front end: ``grpc.StatusCode[status]``), so the request path
+(:mod:`mmaas.server.inference`) needs no protocol library.
 
-Everything the server rejects is raised as one of these, and the servicer maps them to
-a status in one place (:func:`mmaas.server.servicer.GRPCInferenceService`); a message
+Everything the server rejects is raised as one of these, and the request path maps every
+error to a status in one place (:func:`mmaas.server.inference.failure_of`); a message
 always names the field at fault and what was expected (KServe v2 error semantics:
 NOT_FOUND for an unknown model/version, INVALID_ARGUMENT for a malformed request).
 """
 
 from __future__ import annotations
 
-import grpc
-
 from mmaas.core.errors import MmaasError
 
 
 class RequestError(MmaasError):
-    """A request the server answers with ``code`` and this message instead of a result."""
+    """A request the server answers with ``status`` and this message instead of a result."""
 
-    code = grpc.StatusCode.INTERNAL
+    status = "INTERNAL"
 
 
 class InvalidArgument(RequestError):
     """Malformed request: wrong input name, datatype, shape or byte length."""
 
-    code = grpc.StatusCode.INVALID_ARGUMENT
+    status = "INVALID_ARGUMENT"
 
 
 class NotFound(RequestError):
     """Unknown model name or version."""
 
-    code = grpc.StatusCode.NOT_FOUND
+    status = "NOT_FOUND"
 
 
 class Unavailable(RequestError):
     """The model is not ready yet, or the server is shutting down."""
 
-    code = grpc.StatusCode.UNAVAILABLE
+    status = "UNAVAILABLE"
 
 
 class ResourceExhausted(RequestError):
     """The queue is full or a message is over the size limit."""
 
-    code = grpc.StatusCode.RESOURCE_EXHAUSTED
+    status = "RESOURCE_EXHAUSTED"
 
 
 class DeadlineExceeded(RequestError):
     """The client's deadline passed before the request reached an engine instance."""
 
-    code = grpc.StatusCode.DEADLINE_EXCEEDED
+    status = "DEADLINE_EXCEEDED"

@@ -22,9 +22,9 @@ from pathlib import Path
 import numpy as np
 
 from mmaas.core.datatypes import to_numpy
+from mmaas.core.samples import sample_arrays
 from mmaas.spec.model import InputSpec, LatencySpec, ModelSpec
 from mmaas.spec.yamlio import KeyPath
-from mmaas.stage.accuracy import sample_arrays
 
 SAMPLE_SUFFIXES = (".npz", ".npy")
 Report = Callable[[KeyPath, str], None]

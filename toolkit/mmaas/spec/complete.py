@@ -16,8 +16,8 @@ them; batching as Triton's ``max_batch_size``):
   batch runs from 1 to ``max_batch_size``; above 1 the graph's axis 0 must be dynamic.
   ``max_batch_size: 0`` means no batch axis: profiles are plain full shapes;
 * the ``checks:`` gates name real tensors and shapes inside the profile (spec_checks);
-* ``backend: tensorrt`` refuses input names trtexec's shape flags cannot quote (``'``, ``,``);
-  ``backend: onnxruntime`` builds fp32 only.
+* the back end's build target refuses what it cannot build: a precision it lacks, an
+  input name it cannot take (TensorRT: names trtexec's shape flags cannot quote).
 """
 
 from __future__ import annotations
@@ -25,18 +25,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from mmaas.backends import BACKENDS, get_target
 from mmaas.core.errors import SpecProblem
 from mmaas.spec.checks import check_gates
 from mmaas.spec.model import InputSpec, ModelSpec, OutputSpec, TensorSpec
 from mmaas.spec.onnx_graph import GraphSignature, GraphTensor
 from mmaas.spec.profile import check_profile
 from mmaas.spec.yamlio import KeyPath, YamlDocument
-
-SUPPORTED_PRECISIONS: dict[str, tuple[str, ...]] = {
-    "onnxruntime": ("fp32",),
-    "tensorrt": ("fp32", "tf32", "fp16", "bf16", "int8", "fp8"),
-}
-TRTEXEC_UNQUOTABLE = ("'", ",")
 
 
 def complete_spec(
@@ -67,9 +62,9 @@ class _Completer:
 
     def check_precision(self) -> None:
         backend, precision = self.spec.backend, self.spec.target_precision
-        supported = SUPPORTED_PRECISIONS[backend]
+        supported = get_target(backend).precisions
         if precision not in supported:
-            others = [name for name, able in SUPPORTED_PRECISIONS.items() if precision in able]
+            others = [name for name in BACKENDS if precision in get_target(name).precisions]
             self.report(
                 ("target_precision",),
                 f"backend {backend} does not build {precision} "
@@ -153,12 +148,9 @@ class _Completer:
         self._check_batch_axis(what, shape, path)
         if role == "output":
             return OutputSpec(name=tensor.name, datatype=tensor.datatype, shape=list(shape))
-        if self.spec.backend == "tensorrt" and any(c in tensor.name for c in TRTEXEC_UNQUOTABLE):
-            self.report(
-                (*path, "name") if entry else path,
-                f"{what}: trtexec cannot express a name containing ' or , in its shape "
-                "flags; rename the input when exporting the ONNX model",
-            )
+        refused = get_target(self.spec.backend).check_input(tensor.name)
+        if refused:
+            self.report((*path, "name") if entry else path, f"{what}: {refused}")
         given = (entry.min, entry.opt, entry.max) if isinstance(entry, InputSpec) else None
         profile = check_profile(what, shape, given, path, self.spec.max_batch_size, self.report)
         if profile is None:

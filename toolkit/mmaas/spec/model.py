@@ -20,9 +20,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 
+from mmaas.backends import BackendName as Backend
 from mmaas.core.hashing import bytes_digest
 
-Backend = Literal["onnxruntime", "tensorrt"]
 Precision = Literal["fp32", "tf32", "fp16", "bf16", "int8", "fp8"]
 # KServe v2 tensor datatypes (kserve/open-inference-protocol, "Tensor Data Types").
 Datatype = Literal[

@@ -1,9 +1,10 @@
 """Optimization profiles: check an input's min/opt/max against its shape, or suggest one.
 
 A profile is three full shapes (batch axis included), as trtexec's ``--minShapes``,
-``--optShapes`` and ``--maxShapes`` take them. Rules: all three or none; one size per
-axis; ``min <= opt <= max`` per axis; fixed axes (``shape`` value > 0) equal in all three;
-with ``max_batch_size > 0`` axis 0 runs from 1 to ``max_batch_size`` (Triton's batching).
+``--optShapes`` and ``--maxShapes`` take them. Rules (the one rule set,
+:mod:`mmaas.core.profile`): all three or none; one size per axis; ``min <= opt <= max`` per
+axis; fixed axes (``shape`` value > 0) equal in all three; with ``max_batch_size > 0`` axis
+0 runs from 1 to ``max_batch_size`` (Triton's batching).
 Profiles match an input by its name and axis index, never by the ONNX dim symbols.
 """
 
@@ -11,11 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from mmaas.core.profile import POINTS, axis_fault, wrong_ranks
 from mmaas.spec.yamlio import KeyPath
 
 SPATIAL_PROFILE = (32, 640, 1280)  # H, W of NCHW images
 GENERIC_PROFILE = (1, 128, 512)  # any other dynamic axis (sequence length...)
-PROFILE_KEYS = ("min", "opt", "max")
+PROFILE_KEYS = POINTS
 
 Shape = tuple[int, ...]
 Profile = tuple[Shape, Shape, Shape]
@@ -81,16 +83,15 @@ def check_profile(
 
 
 def _ranks_match(what: str, shape: Shape, profile: Profile, path: KeyPath, report: Report) -> bool:
-    ok = True
+    wrong = wrong_ranks(shape, profile)
     for key, dims in zip(PROFILE_KEYS, profile, strict=True):
-        if len(dims) != len(shape):
-            ok = False
+        if key in wrong:
             report(
                 (*path, key),
                 f"{what}: {key} {list(dims)} has {len(dims)} axes, the input has "
                 f"{len(shape)} {list(shape)}; give one size per axis",
             )
-    return ok
+    return not wrong
 
 
 def _check_axis(
@@ -105,17 +106,18 @@ def _check_axis(
     low, opt, high = sizes
     dim = shape[axis]
     got = f"min {low}, opt {opt}, max {high}"
-    if not low <= opt <= high:
+    fault = axis_fault(axis, dim, sizes, max_batch_size)
+    if fault == "order":
         key = "opt" if low > opt else "max"
         report((*path, key, axis), f"{what}: axis {axis}: {got}; need min <= opt <= max")
-    elif dim > 0 and sizes != (dim, dim, dim):
+    elif fault == "fixed":
         key = PROFILE_KEYS[next(i for i, size in enumerate(sizes) if size != dim)]
         report(
             (*path, key, axis),
             f"{what}: axis {axis} is fixed at {dim} (shape {list(shape)}), so min, opt and max "
             f"must all be {dim} there (got {got})",
         )
-    elif axis == 0 and max_batch_size > 0 and (low != 1 or high != max_batch_size):
+    elif fault == "batch":
         key = "min" if low != 1 else "max"
         report(
             (*path, key, 0),

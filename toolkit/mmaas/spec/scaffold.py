@@ -18,8 +18,8 @@ from pathlib import Path
 import yaml
 
 from mmaas.core.errors import SpecError, UsageError
+from mmaas.core.files import atomic_write_text
 from mmaas.core.hashing import file_digests
-from mmaas.core.manifest import atomic_write_text
 from mmaas.spec.load import SPEC_FILE, LoadedSpec, parse_spec
 from mmaas.spec.model import NAME_PATTERN
 from mmaas.spec.onnx_graph import GraphSignature, GraphTensor, read_signature

@@ -6,7 +6,7 @@ fp32 export) for every sample input; an output fails when an element exceeds
 ``atol + rtol * |reference|`` (``numpy.allclose``) or the cosine similarity of the flattened
 outputs is below ``min_cosine``. Latency: the p99 of ``runs`` timed inferences at the
 gate's shapes must be at most ``p99_ms``; the back end's own timer is used when it offers
-one (``Backend.measure_latency``, e.g. trtexec's), else wall time around ``Engine.infer``.
+one (``Compiler.latency_probe``, e.g. trtexec's), else wall time around ``Engine.infer``.
 A failed gate raises :class:`GateFailed` carrying the whole report; a passed gate's report
 goes into ``report.json`` and the manifest.
 """
@@ -22,6 +22,7 @@ import numpy as np
 from mmaas.backends import Engine
 from mmaas.core.errors import BuildError
 from mmaas.core.manifest import ModelInfo
+from mmaas.core.request import AccuracyCheck
 from mmaas.core.samples import sample_inputs
 
 DEFAULT_ATOL, DEFAULT_RTOL = 1e-4, 1e-3
@@ -40,21 +41,21 @@ def accuracy_gate(
     engine: Engine,
     model: ModelInfo,
     source: Path,
-    settings: Mapping[str, Any],
+    check: AccuracyCheck,
     samples: Sequence[Sample],
 ) -> dict[str, Any]:
     """Compare ``engine`` with ONNX Runtime on ``source`` for each of ``samples`` (label,
-    arrays by input name; none: one random input at the opt shapes, ``settings["seed"]``).
+    arrays by input name; none: one random input at the opt shapes, ``check.seed``).
 
-    ``settings`` is ``checks.accuracy`` as a dict. Returns ``{"passed", "reference",
+    Returns ``{"passed", "reference",
     "samples", "outputs": {name: {"atol", "rtol", "min_cosine", "max_abs_diff",
     "max_rel_diff", "cosine", "worst": {"sample", "index", "engine", "reference"},
     "passed"}}}``. Raises GateFailed naming the first failing output and its worst element.
     """
     samples = list(samples) or [
         (
-            f"random (seed {settings.get('seed', 0)}) at the opt shapes",
-            sample_inputs(model, "opt", int(settings.get("seed", 0))),
+            f"random (seed {check.seed}) at the opt shapes",
+            sample_inputs(model, "opt", check.seed),
         )
     ]
     reference, version = _reference_session(source)
@@ -64,7 +65,7 @@ def accuracy_gate(
         expected = dict(zip(names, reference.run(names, arrays), strict=True))
         actual = engine.infer(arrays, names)
         for name in names:
-            found = compare(actual[name], expected[name], tolerance(settings, name), label)
+            found = compare(actual[name], expected[name], tolerance(check, name), label)
             stats[name] = _worse(stats.get(name), found)
     report = {
         "passed": all(s["passed"] for s in stats.values()),
@@ -84,12 +85,12 @@ def accuracy_gate(
     return report
 
 
-def tolerance(settings: Mapping[str, Any], output: str) -> dict[str, float | None]:
+def tolerance(check: AccuracyCheck, output: str) -> dict[str, float | None]:
     """The effective ``{"atol", "rtol", "min_cosine"}`` of ``output``: its entry under
     ``outputs``, else the section's; ``atol`` 1e-4 and ``rtol`` 1e-3 when none is set."""
-    own = (settings.get("outputs") or {}).get(output) or {}
+    own = check.outputs.get(output)
     picked = {
-        key: own[key] if own.get(key) is not None else settings.get(key)
+        key: getattr(own, key) if own and getattr(own, key) is not None else getattr(check, key)
         for key in ("atol", "rtol", "min_cosine")
     }
     if all(value is None for value in picked.values()):
@@ -134,32 +135,6 @@ def compare(
             "allowed": float(bound[worst]) if diff.size and elementwise else None,
         },
     }
-
-
-def sample_arrays(path: Path, input_names: Sequence[str]) -> dict[str, np.ndarray]:
-    """The arrays of one sample file: ``.npz`` by input name, ``.npy`` for the single input.
-
-    Raises:
-        ValueError: unreadable file, an ``.npy`` for a model with several inputs, or an
-            ``.npz`` whose names differ from the inputs (says which are missing or extra).
-        OSError: the file cannot be read.
-    """
-    if path.suffix == ".npy":
-        if len(input_names) != 1:
-            raise ValueError(
-                f"an .npy file holds one array, the model has {len(input_names)} "
-                "inputs; save them with numpy.savez(path, **{name: array})"
-            )
-        return {input_names[0]: np.load(path, allow_pickle=False)}
-    with np.load(path, allow_pickle=False) as archive:
-        arrays = {name: archive[name] for name in archive.files}
-    missing = [name for name in input_names if name not in arrays]
-    extra = [name for name in arrays if name not in input_names]
-    if missing or extra:
-        raise ValueError(
-            f"its arrays must be named after the inputs: missing {missing}, unknown {extra}"
-        )
-    return arrays
 
 
 def _reference_session(source: Path) -> tuple[Any, str]:

@@ -1,68 +1,54 @@
 """What runs inside the builder stage (and for ``mmaas serve``, on the host):
 compile -> profile check -> gates (``checks:``) -> hash -> ``report.json`` + ``manifest.json``.
 
-Command line (the Dockerfile's contract)::
-
-    python -m mmaas.stage build REQUEST.json OUT_DIR             # compile into OUT_DIR
-    python -m mmaas.stage stamp REQUEST.json ENGINE_DIR OUT_DIR  # adopt a built engine
-    python -m mmaas.stage verify MODEL_DIR                       # re-check hashes
-
-``REQUEST.json`` is written by the build plan: ``{"model": ModelInfo as a dict, "settings":
-spec.build as a dict, "spec_digest": "sha256:...", "source": path of the ONNX file relative
-to the request file, "checks": spec.checks as a dict, "samples": sample files relative to
-the request file, "engine_key": "sha256:..." or null}``. The plan writes two: the engine
-request (the model's name and version neutral, so the compile's Docker layer survives a
-rename or a version bump) and the build request. ``stamp`` turns an engine directory --
-just compiled, or a verified engine-cache entry -- into this model's directory
-(:mod:`mmaas.core.model_dir`). A model directory appears whole or not at all: it is assembled
-in a sibling temp directory and renamed into place.
+The command line (``python -m mmaas.stage``, the Dockerfile's contract) is in
+:mod:`mmaas.stage.__main__`; its request files are :class:`mmaas.core.request.BuildRequest`
+JSON written by the build plan: the engine request (the model's name and version neutral,
+so the compile's Docker layer survives a rename or a version bump) and the build request.
+A model directory appears whole or not at all: it is assembled in a sibling temp directory
+and renamed into place.
 """
 
 from __future__ import annotations
 
 import json
-import sys
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import mmaas
-from mmaas.backends import Backend, CompileRequest, Engine, get_backend
-from mmaas.core.errors import BuildError, MmaasError
-from mmaas.core.manifest import (
-    FileRecord,
-    Manifest,
-    ModelInfo,
-    atomic_write_text,
-    model_info_from_dict,
-    write_manifest,
-)
-from mmaas.core.model_dir import REPORT_NAME, assembled, stamp_model_dir, verify_model_dir
-from mmaas.core.samples import POINTS, profile_shape, sample_inputs
-from mmaas.stage.accuracy import GateFailed, accuracy_gate, sample_arrays
+from mmaas.backends import CompileRequest, Engine, get_compiler
+from mmaas.core.errors import BuildError
+from mmaas.core.files import assembled, atomic_write_text
+from mmaas.core.manifest import FileRecord, Manifest, ModelInfo, write_manifest
+from mmaas.core.model_dir import REPORT_NAME
+from mmaas.core.request import BuildRequest, Checks
+from mmaas.core.samples import POINTS, profile_shape, sample_arrays, sample_inputs
+from mmaas.stage.accuracy import accuracy_gate
 from mmaas.stage.latency import LatencyProbe, latency_gate
 
 
 @dataclass(frozen=True)
 class StageRequest:
-    """A parsed request file (see the module docstring).
+    """A build request file as the stage uses it.
 
     Attributes:
-        compile: what the back end compiles (``out_dir`` left as ``.``).
+        compile: what the compiler compiles (``out_dir`` left as ``.``), its settings read
+            back into the back end's own type.
         spec_digest: ``sha256:<hex>`` recorded in the manifest.
-        checks: ``checks:`` of model.yaml as a dict (``accuracy`` / ``latency`` or None).
+        checks: the gates.
         samples: the accuracy gate's sample files (absolute paths).
         engine_key: the engine-cache key of this engine, or None.
     """
 
     compile: CompileRequest
     spec_digest: str
-    checks: Mapping[str, Any] = field(default_factory=dict)
-    samples: tuple[Path, ...] = ()
-    engine_key: str | None = None
+    checks: Checks
+    samples: tuple[Path, ...]
+    engine_key: str | None
 
 
 def read_request(path: Path) -> StageRequest:
@@ -72,22 +58,23 @@ def read_request(path: Path) -> StageRequest:
         BuildError: the file is missing or malformed.
     """
     try:
-        raw = json.loads(path.read_text())
-        request = CompileRequest(
-            model=model_info_from_dict(raw["model"]),
-            source=(path.parent / raw["source"]).resolve(),
+        request = BuildRequest.from_json(path.read_text())
+        compiler = get_compiler(request.model.backend)
+        compile_request = CompileRequest(
+            model=request.model,
+            source=(path.parent / request.source).resolve(),
             out_dir=Path("."),
-            settings=raw.get("settings", {}),
-        )
-        return StageRequest(
-            request,
-            raw["spec_digest"],
-            raw.get("checks") or {},
-            tuple((path.parent / s).resolve() for s in raw.get("samples", [])),
-            raw.get("engine_key"),
+            settings=compiler.read_settings(request.settings),
         )
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise BuildError(f"{path}: unreadable build request ({exc})") from exc
+    return StageRequest(
+        compile_request,
+        request.spec_digest,
+        request.checks,
+        tuple((path.parent / s).resolve() for s in request.samples),
+        request.engine_key,
+    )
 
 
 def build_model_dir(
@@ -95,7 +82,7 @@ def build_model_dir(
     spec_digest: str,
     out_dir: Path,
     *,
-    checks: Mapping[str, Any] | None = None,
+    checks: Checks | None = None,
     samples: Sequence[Path] = (),
     engine_key: str | None = None,
 ) -> Manifest:
@@ -106,25 +93,27 @@ def build_model_dir(
         BuildError: the back end fails, or the engine does not run at one of the
             profile's min/opt/max shapes. GateFailed: a gate failed (carries its report).
     """
-    backend = get_backend(request.model.backend)
+    compiler = get_compiler(request.model.backend)
     with assembled(out_dir) as work:
         started = time.perf_counter()
-        result = backend.compile(replace(request, out_dir=work))
-        facts = backend.describe()
+        result = compiler.compile(replace(request, out_dir=work))
+        facts = compiler.runtime.describe()
         draft = Manifest(
             model=request.model,
             engine=FileRecord.of(work, result.engine_file),
-            engine_data=tuple(FileRecord.of(work, name) for name in _data_files(backend, work)),
+            engine_data=tuple(FileRecord.of(work, name) for name in compiler.data_files(work)),
             source=FileRecord.of(request.source.parent, request.source.name),
             spec_digest=spec_digest,
             backend=facts,
             build={},
         )
-        engine = backend.load(work, draft)
+        engine = compiler.runtime.load(work, draft)
         report = {
             "compile": dict(result.report),
             "profile_check": check_profile(engine, request.model),
-            **run_gates(engine, request, checks or {}, samples, _probe(backend, work, draft)),
+            **run_gates(
+                engine, request, checks or Checks(), samples, compiler.latency_probe(work, draft)
+            ),
         }
         atomic_write_text(work / REPORT_NAME, json.dumps(report, indent=2) + "\n")
         build = {
@@ -140,7 +129,7 @@ def build_model_dir(
 def run_gates(
     engine: Engine,
     request: CompileRequest,
-    checks: Mapping[str, Any],
+    checks: Checks,
     samples: Sequence[Path],
     probe: LatencyProbe | None,
 ) -> dict[str, Any]:
@@ -152,13 +141,13 @@ def run_gates(
     """
     reports: dict[str, Any] = {}
     names = [tensor.name for tensor in request.model.inputs]
-    if checks.get("accuracy") is not None:
+    if checks.accuracy is not None:
         loaded = [(sample.name, _sample(sample, names)) for sample in samples]
         reports["accuracy"] = accuracy_gate(
-            engine, request.model, request.source, checks["accuracy"], loaded
+            engine, request.model, request.source, checks.accuracy, loaded
         )
-    if checks.get("latency") is not None:
-        reports["latency"] = latency_gate(engine, request.model, checks["latency"], probe)
+    if checks.latency is not None:
+        reports["latency"] = latency_gate(engine, request.model, checks.latency, probe)
     return reports
 
 
@@ -200,87 +189,8 @@ def check_profile(engine: Engine, model: ModelInfo) -> list[dict[str, Any]]:
     return checks
 
 
-def main(argv: list[str]) -> int:
-    """Entry point of ``python -m mmaas.stage``; returns the exit code. A failed gate
-    prints its report (JSON) on stderr before the one-line error."""
-    try:
-        if len(argv) == 3 and argv[0] == "build":
-            request = read_request(Path(argv[1]))
-            manifest = build_model_dir(
-                request.compile,
-                request.spec_digest,
-                Path(argv[2]),
-                checks=request.checks,
-                samples=request.samples,
-                engine_key=request.engine_key,
-            )
-            summary = {key: manifest.report[key] for key in manifest.report if key != "compile"}
-            engine = {
-                "engine": asdict(manifest.engine),
-                "engine_data": [asdict(data) for data in manifest.engine_data],
-            }
-            print(json.dumps({**engine, **summary}, indent=2))
-            return 0
-        if len(argv) == 4 and argv[0] == "stamp":
-            request = read_request(Path(argv[1]))
-            manifest = stamp_model_dir(
-                Path(argv[2]),
-                Path(argv[3]),
-                request.compile.model,
-                request.spec_digest,
-                request.engine_key,
-            )
-            print(
-                f"engine stamped for {manifest.model.name} {manifest.model.version}: "
-                f"{manifest.engine.path} {manifest.engine.blake3}"
-            )
-            return 0
-        if len(argv) == 2 and argv[0] == "verify":
-            manifest = verify_model_dir(Path(argv[1]))
-            print(
-                f"engine verified: {manifest.engine.path} {manifest.engine.blake3}"
-                + "".join(f", {data.path} {data.blake3}" for data in manifest.engine_data)
-            )
-            return 0
-    except GateFailed as exc:
-        print(json.dumps(exc.report, indent=2), file=sys.stderr)
-        print(f"mmaas stage: error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except MmaasError as exc:
-        print(f"mmaas stage: error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    print(
-        "usage: python -m mmaas.stage build REQUEST.json OUT_DIR | stamp REQUEST.json "
-        "ENGINE_DIR OUT_DIR | verify MODEL_DIR",
-        file=sys.stderr,
-    )
-    return 2
-
-
-def _probe(backend: Backend, directory: Path, manifest: Manifest) -> LatencyProbe | None:
-    """The back end's own latency timer, when it has one: ``measure_latency(directory,
-    manifest, shapes, runs, warmup) -> {"p50_ms", "p90_ms", "p99_ms", "mean_ms", "max_ms",
-    "timer"}`` (the hook the TensorRT back end implements with trtexec)."""
-    measure = getattr(backend, "measure_latency", None)
-    if measure is None:
-        return None
-    return lambda shapes, runs, warmup: measure(directory, manifest, shapes, runs, warmup)
-
-
-def _data_files(backend: Backend, directory: Path) -> tuple[str, ...]:
-    """The engine's data files the back end wrote beside it (its ``data_files(directory)
-    -> (name, ...)`` hook: ONNX Runtime's external initializers), recorded in the manifest
-    as ``engine_data``; none for a back end without the hook (a TensorRT plan is one file)."""
-    listed = getattr(backend, "data_files", None)
-    return () if listed is None else tuple(listed(directory))
-
-
 def _sample(path: Path, names: list[str]) -> dict[str, Any]:
     try:
         return sample_arrays(path, names)
     except (OSError, ValueError) as exc:
         raise BuildError(f"accuracy gate: sample {path.name}: {exc}") from exc
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

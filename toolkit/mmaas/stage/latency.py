@@ -1,49 +1,46 @@
 """The build-time latency gate (``checks.latency`` in model.yaml), run by the builder stage.
 
 The p99 of ``runs`` timed inferences (after ``warmup`` untimed ones) at the gate's shapes
-must be at most ``p99_ms``. The back end's own timer is used when it offers one: a
-``measure_latency(directory, manifest, shapes, runs, warmup)`` method on the back end
-returning :data:`LatencyProbe`'s figures (the TensorRT back end's hook, with trtexec's
-``--loadEngine --shapes --iterations --warmUp`` timings); otherwise wall time around
+must be at most ``p99_ms``. The back end's own timer is used when it offers one
+(:meth:`mmaas.backends.Compiler.latency_probe`: TensorRT's times trtexec's ``--loadEngine
+--shapes --iterations --warmUp`` runs); otherwise wall time around
 ``Engine.infer`` (ONNX Runtime on CPU: one ``InferenceSession.run`` per request).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from mmaas.backends import Engine
+from mmaas.backends import Engine, LatencyProbe
 from mmaas.core.manifest import ModelInfo
+from mmaas.core.request import LatencyCheck
 from mmaas.core.samples import sample_inputs
 from mmaas.stage.accuracy import GateFailed
 
-# (shapes by input, runs, warmup) -> {"p50_ms", "p90_ms", "p99_ms", "mean_ms", "max_ms", "timer"}
-LatencyProbe = Callable[[Mapping[str, tuple[int, ...]], int, int], Mapping[str, Any]]
-
 
 def latency_gate(
-    engine: Engine, model: ModelInfo, settings: Mapping[str, Any], probe: LatencyProbe | None = None
+    engine: Engine, model: ModelInfo, check: LatencyCheck, probe: LatencyProbe | None = None
 ) -> dict[str, Any]:
-    """Time the engine at the gate's shapes (``checks.latency`` as a dict) and compare the
+    """Time the engine at the gate's shapes (``checks.latency``) and compare the
     p99 with ``p99_ms``. ``probe`` is the back end's own timer, if any.
 
     Returns ``{"passed", "budget_p99_ms", "shapes", "runs", "warmup", "p50_ms", "p90_ms",
     "p99_ms", "mean_ms", "max_ms", "timer"}`` (milliseconds). Raises GateFailed printing
     the measured figures when p99 exceeds the budget.
     """
-    shapes = latency_shapes(model, settings)
-    runs, warmup = int(settings.get("runs", 50)), int(settings.get("warmup", 5))
+    shapes = latency_shapes(model, check)
+    runs, warmup = check.runs, check.warmup
     measured = (
         dict(probe(shapes, runs, warmup))
         if probe
         else _wall_clock(engine, model, shapes, runs, warmup)
     )
-    budget = float(settings["p99_ms"])
+    budget = check.p99_ms
     report = {
         "budget_p99_ms": budget,
         "shapes": {k: list(v) for k, v in shapes.items()},
@@ -66,10 +63,10 @@ def latency_gate(
     return report
 
 
-def latency_shapes(model: ModelInfo, settings: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
+def latency_shapes(model: ModelInfo, check: LatencyCheck) -> dict[str, tuple[int, ...]]:
     """Shapes the latency gate runs at: each input's opt shape, replaced by ``shapes`` given
     for it; ``batch`` then sets axis 0 of every input."""
-    given, batch = settings.get("shapes") or {}, settings.get("batch")
+    given, batch = check.shapes, check.batch
     shapes = {}
     for tensor in model.inputs:
         shape = tuple(given.get(tensor.name) or tensor.opt or tensor.shape)

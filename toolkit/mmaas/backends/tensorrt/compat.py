@@ -14,7 +14,7 @@ def check_host(built: dict[str, Any], here: dict[str, Any], portability: dict[st
     """Compare the build host's facts with this host's.
 
     Args:
-        built, here: ``TensorRTBackend.describe()`` at build time and now.
+        built, here: ``TensorRTRuntime.describe()`` at build time and now.
         portability: ``hardware_compatibility_level`` and ``version_compatible`` of the build.
 
     Raises:

@@ -1,7 +1,7 @@
 """A deserialized TensorRT engine run on one CUDA stream (TensorRT Python API 8.5+/10.x/11.x
 ``set_input_shape`` / ``set_tensor_address`` / ``execute_async_v3``, and cuda-python's
 runtime bindings for memory and streams). Imported only by
-:meth:`mmaas.backends.tensorrt.backend.TensorRTBackend.load`, so nothing else needs TensorRT.
+:meth:`mmaas.backends.tensorrt.runtime.TensorRTRuntime.load`, so nothing else needs TensorRT.
 
 One optimization profile (index 0), as ``trtexec --minShapes/--optShapes/--maxShapes``
 builds it. Device buffers grow to the largest request seen and are reused.

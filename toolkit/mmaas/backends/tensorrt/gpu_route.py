@@ -1,4 +1,4 @@
-"""The GPU route of ``mmaas build`` for TensorRT (see :mod:`mmaas.backends.tensorrt.target`):
+"""The GPU route of ``mmaas build`` for TensorRT (see :mod:`mmaas.backends.tensorrt.image`):
 ``docker build --target builder`` -> ``docker run --rm --gpus all`` of that image (the
 compile, with the host's ``mmaas cache`` timing-cache directory mounted) -> the engine
 directory it wrote, handed to the same package build as ONNX Runtime.
@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mmaas.backends.tensorrt.gpu import no_gpu_message, query_gpus
-from mmaas.backends.tensorrt.target import compile_run_argv
+from mmaas.backends.tensorrt.image import compile_run_argv
 from mmaas.backends.tensorrt.timing_cache import TimingCacheStore
 from mmaas.build.cache.registry import remove_image
 from mmaas.core import proc
@@ -113,7 +113,7 @@ def compile_on_gpu(
 
 def tensorrt_labels(manifest: Manifest) -> dict[str, str]:
     """Labels with the facts a host needs to run the engine (C12), from ``manifest.backend``
-    (:meth:`mmaas.backends.tensorrt.backend.TensorRTBackend.describe` in the builder): TensorRT and
+    (:meth:`mmaas.backends.tensorrt.runtime.TensorRTRuntime.describe` in the builder): TensorRT and
     CUDA versions, the minimum NVIDIA driver of that CUDA, the GPU's name and compute
     capability (``sm86``). Facts the builder did not know are left out."""
     facts = manifest.backend

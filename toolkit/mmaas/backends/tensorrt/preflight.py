@@ -21,9 +21,9 @@ import argparse
 import os
 import sys
 
-from mmaas.backends.tensorrt.backend import tensorrt_version
 from mmaas.backends.tensorrt.gpu import no_gpu_message, query_gpus
 from mmaas.backends.tensorrt.releases import parse_version
+from mmaas.backends.tensorrt.runtime import tensorrt_version
 from mmaas.core.errors import BuildError, MmaasError
 
 

@@ -1,154 +1,133 @@
-"""Plan values of a TensorRT image (``templates/Dockerfile.tensorrt.j2``). Pure.
+"""TensorRT (NVIDIA GPUs): the build target, what ``mmaas build`` needs on the host.
 
-The GPU route ``mmaas build`` uses for TensorRT is **compile in a ``docker run --gpus
-all`` container, then package** (case C11):
-
-1. ``docker build --target builder`` makes the builder image from ``builder_image`` (no GPU
-   needed: it only installs and copies; the release check runs here).
-2. ``docker run --rm --gpus all`` of that image (:func:`compile_run_argv`) first checks for
-   a GPU (``tensorrt_stage preflight --gpu``: no GPU, no trtexec) and then runs
-   ``python -m mmaas.stage build``: trtexec, profile check, gates, hashes, manifest,
-   written to ``out/engine`` (as the calling user: ``--user UID:GID``). The host's
-   timing-cache directory (``mmaas cache``) is mounted, so caches persist across builds
-   and CI runs, keyed by TensorRT version, compute capability and GPU (C8).
-3. The engine directory it wrote is verified on the host (and kept in the engine cache),
-   staged as ``engine/``, and the package build stamps it in the builder stage and copies
-   it into the runtime stage, which re-hashes it (``mmaas.stage verify``), so an image
-   with a missing, empty or altered engine is never produced.
-
-Why this route: it works on any Docker with the NVIDIA Container Toolkit. BuildKit
-``RUN`` steps get no GPU (moby/buildkit#1800) unless the engine has CDI and the Dockerfile
-uses ``RUN --device`` (a labs front-end that must be pulled, and that hadolint cannot
-parse); the legacy builder needs ``"default-runtime": "nvidia"`` on the daemon and has no
-cache mounts.
+The builder stage starts from ``build.tensorrt.builder_image`` (NVIDIA's TensorRT image);
+the compile takes the GPU route (:mod:`mmaas.backends.tensorrt.gpu_route`: ``docker
+build --target builder``, then ``docker run --gpus all`` of it), because a build step sees
+no GPU. A missing GPU is reported before any Docker work (C11); the image gets the
+engine's TensorRT, CUDA, driver and GPU labels (C12) and, with ``build.tensorrt.
+gpu_targets``, the ``repo:tag-smNN`` tag of the target it was built on. Template values
+and their checks: :mod:`mmaas.backends.tensorrt.image`.
 """
 
 from __future__ import annotations
 
-import re
+import shlex
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mmaas.backends.tensorrt.releases import parse_version, trtexec_flags, version_from_image_tag
-from mmaas.core.errors import SpecError, SpecProblem, UsageError
+from mmaas.backends import CompileBuild
+from mmaas.backends.tensorrt.gpu_route import (
+    BUILDER_TARGET,
+    compile_on_gpu,
+    gpu_build_commands,
+    require_gpu,
+    target_tag,
+    tensorrt_labels,
+)
+from mmaas.backends.tensorrt.image import tensorrt_plan_values
+from mmaas.backends.tensorrt.settings import TensorRTSettings
+from mmaas.backends.tensorrt.timing_cache import TimingCacheStore
+from mmaas.build.plan import ContextFile
+from mmaas.core.manifest import Manifest
+from mmaas.core.profile import quotable
 from mmaas.spec.model import ModelSpec
 
-TIMING_CACHE_DIR = "/opt/mmaas/timing-cache"
-OUT_DIR = "/opt/mmaas/out"
-GPU_ROUTE = "docker-run"
-REQUIREMENTS = "requirements-tensorrt.txt"
-# mmaas modules the builder stage imports (besides plan.STAGE_MODULES).
-TENSORRT_STAGE_MODULES = (
-    "proc.py",
-    "compat.py",
-    "gpu.py",
-    "trtexec_args.py",
-    "trtexec_shapes.py",
-    "trtexec_log.py",
-    "timing_cache.py",
-    "onnx_precision.py",
-    "backends/tensorrt.py",
-    "backends/tensorrt_compat.py",
-    "backends/tensorrt_engine.py",
-    "backends/tensorrt_stage.py",
-    "backends/tensorrt_latency.py",
-)
 
+class TensorRTTarget:
+    """The build target of the GPU back end; see the module docstring."""
 
-def tensorrt_plan_values(spec: ModelSpec, spec_file: str = "model.yaml") -> dict[str, Any]:
-    """The template values a TensorRT image needs beyond the CPU plan's.
+    name = "tensorrt"
+    template = "Dockerfile.tensorrt.j2"
+    precisions = ("fp32", "tf32", "fp16", "bf16", "int8", "fp8")
+    runs_on_gpu = True
+    # TensorRT and cuda-python come from the builder image's release (templates/
+    # Dockerfile.tensorrt.j2 pins them per build): no extra of their own here.
+    runtime_extras = ("server",)
+    builder_extras = ("onnxruntime", "tensorrt")
+    runtime_packages = ("mmaas.core", "mmaas.server", "mmaas.backends.tensorrt")
+    builder_packages = ("mmaas.core", "mmaas.stage", "mmaas.backends.tensorrt")
 
-    Returns ``builder_image``, ``runtime_image``, ``tensorrt_version`` (the pin checked in
-    both stages), ``timing_cache_dir``, ``out_dir``, ``gpu_route``, ``gpu_targets``.
-
-    Raises:
-        SpecError: the version is not a checked release, the builder image tag names
-            another TensorRT release than ``build.tensorrt.version`` (C10), or a
-            ``gpu_targets`` entry is not ``sm<cc>`` (or is below sm89 for fp8).
-    """
-    trt = spec.build.tensorrt
-    problems = []
-    try:
-        trtexec_flags(trt.version)
-    except UsageError as exc:
-        problems.append(SpecProblem(spec_file, "build.tensorrt.version", str(exc)))
-    tagged = version_from_image_tag(trt.builder_image)
-    if tagged and not problems and not _same_release(tagged, trt.version):
-        problems.append(
-            SpecProblem(
-                spec_file,
-                "build.tensorrt.builder_image",
-                f"{trt.builder_image} is TensorRT {tagged}, but "
-                f"build.tensorrt.version is {trt.version}; pin one release",
-            )
+    def check_input(self, name: str) -> str | None:
+        """A name trtexec's shape flags cannot quote (``'`` or ``,``; C1)."""
+        if quotable(name):
+            return None
+        return (
+            "trtexec cannot express a name containing ' or , in its shape flags; rename "
+            "the input when exporting the ONNX model"
         )
-    problems += _target_problems(spec, spec_file)
-    if problems:
-        raise SpecError(problems)
-    return {
-        "builder_image": trt.builder_image,
-        "runtime_image": trt.runtime_image,
-        "tensorrt_version": trt.version,
-        "timing_cache_dir": TIMING_CACHE_DIR,
-        "out_dir": OUT_DIR,
-        "gpu_route": GPU_ROUTE,
-        "gpu_targets": list(trt.gpu_targets),
-    }
 
+    def engine_settings(self, spec: ModelSpec) -> TensorRTSettings:
+        """``build.workspace``, ``build.timing_cache`` and ``build.tensorrt`` without the
+        host-side image choices (runtime image, GPU targets)."""
+        trt = spec.build.tensorrt
+        return TensorRTSettings(
+            version=trt.version,
+            workspace_mib=spec.build.workspace,
+            timing_cache=spec.build.timing_cache,
+            builder_optimization_level=trt.builder_optimization_level,
+            hardware_compatibility_level=trt.hardware_compatibility_level,
+            version_compatible=trt.version_compatible,
+            timing_run=trt.timing_run,
+            timing_cache_verify=trt.timing_cache_verify,
+            calibration_cache=trt.calibration_cache,
+            tolerance_atol=trt.tolerance_atol,
+            tolerance_rtol=trt.tolerance_rtol,
+        )
 
-def compile_run_argv(
-    docker: list[str], builder_tag: str, cache_dir: Path, out_dir: Path, user: str | None = None
-) -> list[str]:
-    """Step 2 of the route: ``docker run --rm --gpus all`` of the builder image with the
-    host timing-cache directory and an output directory mounted; the container writes the
-    engine directory to ``out_dir/engine``. ``user`` (``"UID:GID"``, ``--user``) makes the
-    files it writes the caller's, so a non-root host can read and remove them."""
-    return [
-        *docker,
-        "run",
-        "--rm",
-        "--gpus",
-        "all",
-        *(["--user", user] if user else []),
-        "--volume",
-        f"{cache_dir.resolve()}:{TIMING_CACHE_DIR}",
-        "--volume",
-        f"{out_dir.resolve()}:{OUT_DIR}",
-        builder_tag,
-    ]
+    def builder_image(self, spec: ModelSpec) -> str:
+        """``build.tensorrt.builder_image``."""
+        return spec.build.tensorrt.builder_image
 
+    def pin(self, spec: ModelSpec) -> dict[str, str]:
+        """``build.tensorrt.version``."""
+        return {"name": self.name, "version": spec.build.tensorrt.version}
 
-def target_capability(target: str) -> str | None:
-    """``"sm86"`` -> ``"8.6"``, ``"sm100"`` -> ``"10.0"``; None when not ``sm<digits>``."""
-    match = re.fullmatch(r"sm(\d+)(\d)", target.strip().lower())
-    return f"{match.group(1)}.{match.group(2)}" if match else None
+    def hardware_class(self, spec: ModelSpec) -> dict[str, Any]:
+        """``{"compute_capability"}`` of this host's first GPU (``"none"`` without one)."""
+        from mmaas.backends.tensorrt.gpu import query_gpus
 
+        gpus = query_gpus().gpus
+        return {"compute_capability": gpus[0].compute_capability if gpus else "none"}
 
-def _target_problems(spec: ModelSpec, spec_file: str) -> list[SpecProblem]:
-    problems = []
-    for index, target in enumerate(spec.build.tensorrt.gpu_targets):
-        key = f"build.tensorrt.gpu_targets[{index}]"
-        capability = target_capability(target)
-        if capability is None:
-            problems.append(
-                SpecProblem(
-                    spec_file,
-                    key,
-                    f"{target!r} is not a GPU target; "
-                    "write sm<compute capability>, e.g. sm86 or sm90",
-                )
-            )
-        elif spec.target_precision == "fp8" and parse_version(capability) < (8, 9):
-            problems.append(
-                SpecProblem(
-                    spec_file,
-                    key,
-                    f"fp8 needs compute capability 8.9 or newer; {target} is {capability}",
-                )
-            )
-    return problems
+    def template_values(self, spec: ModelSpec) -> dict[str, Any]:
+        """See :func:`mmaas.backends.tensorrt.image.tensorrt_plan_values` (raises SpecError)."""
+        return tensorrt_plan_values(spec)
 
+    def engine_files(self, spec: ModelSpec, folder: Path) -> tuple[ContextFile, ...]:
+        """The INT8 calibration cache (``model/<build.tensorrt.calibration_cache>``, beside
+        the ONNX file, where the compiler looks for it)."""
+        calibration = spec.build.tensorrt.calibration_cache
+        return (ContextFile(folder / calibration, f"model/{calibration}"),) if calibration else ()
 
-def _same_release(tagged: str, pinned: str) -> bool:
-    wanted = parse_version(pinned)
-    return parse_version(tagged)[: len(wanted)] == wanted
+    def preflight(self, spec: ModelSpec, image: str) -> str | None:
+        """A GPU (of a listed target) before any Docker work (C11); the per-target tag."""
+        return target_tag(image, require_gpu(), spec.build.tensorrt.gpu_targets)
+
+    def compile_engine(self, build: CompileBuild) -> Path:
+        """The GPU route: the builder stage, then its compile in ``docker run --gpus all``."""
+        return compile_on_gpu(
+            lambda: build.build(BUILDER_TARGET), build.docker, build.tag, build.work / "out"
+        )
+
+    def labels(self, manifest: Manifest) -> dict[str, str]:
+        """The facts a host needs to run the engine (C12)."""
+        return tensorrt_labels(manifest)
+
+    def build_commands(
+        self,
+        spec: ModelSpec,
+        docker: list[str],
+        build_args: Callable[[Path, str, str | None], list[str]],
+        contexts: tuple[Path, Path],
+        image: str,
+        env: str,
+    ) -> list[str]:
+        """The GPU route's command sequence (:func:`gpu_build_commands`), numbered."""
+        tags = (f"{spec.image_repository}:{spec.image_tag}-builder", image)
+        out = contexts[0].parent / "out"
+        steps = gpu_build_commands(docker, build_args, contexts, tags, out, TimingCacheStore().root)
+        return [
+            f"run {number}/{len(steps)}: {env if argv[1:2] == ['build'] else ''}{shlex.join(argv)}"
+            for number, argv in enumerate(steps, 1)
+        ]

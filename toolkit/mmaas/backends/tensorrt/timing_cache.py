@@ -25,8 +25,8 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from mmaas.core.files import atomic_write_text
 from mmaas.core.hashing import file_digests
-from mmaas.core.manifest import atomic_write_text
 
 DEFAULT_ROOT = Path("~/.cache/mmaas/timing-caches")
 LOCK_TIMEOUT_S = 600

@@ -2,13 +2,14 @@
 
 ``key = sha256(canonical JSON of {engine_spec, files, backend, builder_image, hardware})``:
 
-* ``engine_spec``: the build-relevant part of the spec (:func:`mmaas.build.plan.engine_spec`:
-  signature and profile, precision, the back end's own build settings, the ``checks``
-  gates), so name, version, description, runtime settings and image labels do not count;
+* ``engine_spec``: the engine request (:func:`engine_spec`: signature and profile,
+  precision, the back end's own engine settings, the ``checks`` gates), so name, version,
+  description, runtime settings and image labels do not count;
 * ``files``: sha256 of every engine input as staged (:func:`mmaas.build.plan.engine_inputs`:
-  the ONNX file, its external data, the accuracy samples, the builder stage's mmaas code);
+  the ONNX file, its external data, the accuracy samples) and of the builder stage's
+  mmaas wheel (the stage and the back end's packages only);
 * ``backend``: its name and pinned version (``onnxruntime==`` in
-  ``templates/requirements-runtime.txt``; ``build.tensorrt.version``);
+  ``templates/image-constraints.txt``; ``build.tensorrt.version``);
 * ``builder_image``: the content of the image the builder stage starts from
   (``image.base_image`` on CPU, ``build.tensorrt.builder_image`` on GPU): a digest of its
   layers (``RootFS.Layers``), environment, platform and user (:func:`image_content`), so
@@ -21,23 +22,23 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from mmaas.backends import get_target
 from mmaas.build import docker as docker_engine
-from mmaas.build.plan import TEMPLATES_DIR, ContextFile, engine_spec
+from mmaas.build.plan import ContextFile, ContextWheel
+from mmaas.build.requests import engine_request
+from mmaas.build.wheel import package_files
 from mmaas.core.errors import DockerError
 from mmaas.core.hashing import bytes_digest, file_digests
 from mmaas.spec.model import ModelSpec
 
-PIN = re.compile(r"^onnxruntime==(\S+)\s*$", re.MULTILINE)
-
 
 def engine_key(
     spec_part: dict[str, Any],
-    files: Sequence[ContextFile],
+    files: Sequence[ContextFile | ContextWheel],
     backend: dict[str, str],
     builder_image: str,
     hardware: dict[str, Any],
@@ -52,12 +53,22 @@ def engine_key(
         "backend": backend,
         "builder_image": builder_image,
         "hardware": hardware,
-        "files": {f.target: file_digests(f.source)["sha256"] for f in files},
+        "files": {f.target: content_digest(f) for f in files},
     }
     return bytes_digest(json.dumps(body, sort_keys=True, separators=(",", ":")).encode())
 
 
-def key_for(spec: ModelSpec, source: Path, files: Sequence[ContextFile]) -> str | None:
+def content_digest(item: ContextFile | ContextWheel) -> str:
+    """sha256 of a staged file's bytes, or of a wheel's files (names and bytes)."""
+    if isinstance(item, ContextFile):
+        return file_digests(item.source)["sha256"]
+    entries = package_files(item.packages, item.root)
+    return bytes_digest(json.dumps([[name, bytes_digest(data)] for name, data in entries]).encode())
+
+
+def key_for(
+    spec: ModelSpec, source: Path, files: Sequence[ContextFile | ContextWheel]
+) -> str | None:
     """The key of a build of ``spec`` on this host, or None when the builder stage's base
     image is not in the local engine yet (nothing can be cached against an unknown image).
 
@@ -72,6 +83,13 @@ def key_for(spec: ModelSpec, source: Path, files: Sequence[ContextFile]) -> str 
     return engine_key(
         engine_spec(spec, source), files, backend_pin(spec), content, hardware_class(spec)
     )
+
+
+def engine_spec(spec: ModelSpec, source: Path) -> dict[str, Any]:
+    """The engine request of ``spec`` without its key, as JSON data: what of the spec
+    determines the engine (:func:`mmaas.build.requests.engine_request`)."""
+    data: dict[str, Any] = json.loads(engine_request(spec, source, None).to_json())
+    return data
 
 
 def image_content(inspected: Mapping[str, Any]) -> str:
@@ -89,34 +107,16 @@ def image_content(inspected: Mapping[str, Any]) -> str:
 
 
 def builder_image(spec: ModelSpec) -> str:
-    """The image the builder stage starts from."""
-    return (
-        spec.build.tensorrt.builder_image if spec.backend == "tensorrt" else spec.image.base_image
-    )
+    """The image the builder stage starts from (the back end's build target says)."""
+    return get_target(spec.backend).builder_image(spec)
 
 
-def backend_pin(spec: ModelSpec, requirements: Path | None = None) -> dict[str, str]:
-    """``{"name", "version"}`` of the back end the builder stage runs: TensorRT's pin from
-    the spec, ONNX Runtime's from ``requirements`` (default the runtime requirements)."""
-    if spec.backend == "tensorrt":
-        return {"name": "tensorrt", "version": spec.build.tensorrt.version}
-    text = (requirements or TEMPLATES_DIR / "requirements-runtime.txt").read_text()
-    found = PIN.search(text)
-    return {"name": "onnxruntime", "version": found.group(1) if found else "unpinned"}
+def backend_pin(spec: ModelSpec) -> dict[str, str]:
+    """``{"name", "version"}`` of the back end the builder stage runs."""
+    return get_target(spec.backend).pin(spec)
 
 
 def hardware_class(spec: ModelSpec) -> dict[str, Any]:
-    """What the engine is tied to on this host: ``{"arch"}`` plus ``"cpu_flags"`` (ONNX
-    Runtime at level ``all``: the kernel vector extensions this CPU has), or
-    ``{"compute_capability"}`` of the first GPU for TensorRT (``"none"`` without one)."""
-    if spec.backend == "tensorrt":
-        from mmaas.backends.tensorrt.gpu import query_gpus
-
-        gpus = query_gpus().gpus
-        return {"compute_capability": gpus[0].compute_capability if gpus else "none"}
-    from mmaas.backends.onnxruntime.backend import OnnxRuntimeBackend
-
-    cpu = OnnxRuntimeBackend().describe()["cpu"]
-    if spec.build.onnxruntime.graph_optimization_level != "all":
-        return {"arch": cpu["arch"]}
-    return {"arch": cpu["arch"], "cpu_flags": cpu["flags"]}
+    """What the engine is tied to on this host (the back end's build target says: CPU
+    architecture and vector extensions, or the GPU's compute capability)."""
+    return get_target(spec.backend).hardware_class(spec)

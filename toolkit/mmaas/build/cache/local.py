@@ -24,8 +24,9 @@ from pathlib import Path
 from filelock import FileLock
 
 from mmaas.core.errors import IntegrityError
+from mmaas.core.files import link_or_copy
 from mmaas.core.manifest import Manifest
-from mmaas.core.model_dir import REPORT_NAME, link_or_copy, verify_model_dir
+from mmaas.core.model_dir import REPORT_NAME, verify_model_dir
 
 DEFAULT_ROOT = Path("~/.cache/mmaas")
 LOCK_TIMEOUT_S = 600

@@ -26,8 +26,8 @@ from mmaas.build.registry import (
     retried,
 )
 from mmaas.core.errors import RegistryError
+from mmaas.core.files import link_or_copy
 from mmaas.core.manifest import read_manifest
-from mmaas.core.model_dir import link_or_copy
 
 ENTRY_DIR = "/engine"
 KEY_LABEL = "io.mmaas.engine-cache.key"

@@ -1,8 +1,9 @@
 """The trtexec argument vector of one engine build: spec + target TensorRT release -> argv.
 
-Pure: no I/O, no subprocess. Every flag comes from the row of :mod:`mmaas.backends.tensorrt.releases` for the
-target release (checked against trtexec's ``sampleOptions.cpp``); a setting that needs a
-flag the release lacks is refused with :class:`~mmaas.core.errors.SpecError` before any build.
+Pure: no I/O, no subprocess. Every flag comes from the row of
+:mod:`mmaas.backends.tensorrt.releases` for the target release (checked against trtexec's
+``sampleOptions.cpp``); a setting that needs a flag the release lacks is refused with
+:class:`~mmaas.core.errors.SpecError` before any build.
 
 Shape specs (``--minShapes`` / ``--optShapes`` / ``--maxShapes``) come from
 :mod:`mmaas.backends.tensorrt.trtexec.shapes`.
@@ -10,15 +11,13 @@ Shape specs (``--minShapes`` / ``--optShapes`` / ``--maxShapes``) come from
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from mmaas.backends.tensorrt.releases import (
     FP8_MIN_COMPUTE_CAPABILITY,
     TrtexecFlags,
     parse_version,
     trtexec_flags,
 )
+from mmaas.backends.tensorrt.settings import TensorRTSettings
 from mmaas.backends.tensorrt.trtexec.shapes import profile_args
 from mmaas.core.errors import SpecError, SpecProblem, UsageError
 from mmaas.core.manifest import ModelInfo
@@ -33,7 +32,7 @@ HARDWARE_LEVEL_FLAG_VALUES = {
 
 def trtexec_argv(
     model: ModelInfo,
-    settings: Mapping[str, Any],
+    settings: TensorRTSettings,
     trt_version: str,
     onnx: str,
     engine: str,
@@ -51,9 +50,8 @@ def trtexec_argv(
 
     Args:
         model: tensors and optimization profile (min/opt/max per input, full shapes).
-        settings: ``build`` of model.yaml: ``workspace`` (MiB) and ``tensorrt`` settings
-            (``builder_optimization_level``, ``hardware_compatibility_level``,
-            ``version_compatible``, ``timing_run``).
+        settings: the engine settings (workspace MiB, builder optimization level,
+            hardware / version compatibility, timing run).
         trt_version: target TensorRT release, e.g. ``"10.13"``.
         onnx, engine: paths as trtexec sees them.
         timing_cache: ``--timingCacheFile`` path, or None for no persisted cache.
@@ -69,11 +67,10 @@ def trtexec_argv(
         SpecError: every setting the release cannot express, each with its key path.
     """
     flags, problems = _release(trt_version, spec_file)
-    trt = dict(settings.get("tensorrt", {}))
     argv = [trtexec, f"--onnx={onnx}", f"--saveEngine={engine}"]
     argv += profile_args(model, flags.scalar_shapes, problems, spec_file) if flags else []
     if flags:
-        argv.append(_workspace_arg(int(settings.get("workspace", 2048)), flags))
+        argv.append(_workspace_arg(settings.workspace_mib, flags))
         argv += _precision_args(
             model.precision,
             flags,
@@ -83,9 +80,9 @@ def trtexec_argv(
             problems,
             spec_file,
         )
-        argv += _builder_args(trt, flags, problems, spec_file)
+        argv += _builder_args(settings, flags, problems, spec_file)
         argv += _cache_args(timing_cache, verify_cache, flags, problems, spec_file)
-        argv += _run_args(bool(trt.get("timing_run", True)), exports_dir, flags)
+        argv += _run_args(settings.timing_run, exports_dir, flags)
     if problems:
         raise SpecError(problems)
     return argv
@@ -150,17 +147,17 @@ def _precision_args(
 
 
 def _builder_args(
-    trt: Mapping[str, Any], flags: TrtexecFlags, problems: list[SpecProblem], spec_file: str
+    trt: TensorRTSettings, flags: TrtexecFlags, problems: list[SpecProblem], spec_file: str
 ) -> list[str]:
     args: list[str] = []
-    level = int(trt.get("builder_optimization_level", DEFAULT_OPTIMIZATION_LEVEL))
+    level = trt.builder_optimization_level
     if flags.builder_optimization_level:
         args.append(f"--builderOptimizationLevel={level}")
     elif level != DEFAULT_OPTIMIZATION_LEVEL:
         problems.append(
             _missing(spec_file, "builder_optimization_level", "--builderOptimizationLevel", flags)
         )
-    hardware = HARDWARE_LEVEL_FLAG_VALUES[trt.get("hardware_compatibility_level", "none")]
+    hardware = HARDWARE_LEVEL_FLAG_VALUES[trt.hardware_compatibility_level]
     if hardware in flags.hardware_levels:
         args.append(f"--hardwareCompatibilityLevel={hardware}")
     elif hardware != "none":
@@ -172,7 +169,7 @@ def _builder_args(
                 flags,
             )
         )
-    if trt.get("version_compatible"):
+    if trt.version_compatible:
         if flags.version_compatible:
             args.append("--versionCompatible")
         else:

@@ -17,8 +17,7 @@ from typing import Any
 
 from mmaas.core.errors import SpecProblem
 from mmaas.core.manifest import ModelInfo, TensorInfo
-
-UNQUOTABLE = ("'", ",")
+from mmaas.core.profile import POINTS, axis_fault, fixed_mismatch, quotable, wrong_ranks
 
 
 def shape_spec(inputs: Sequence[TensorInfo], point: str, scalar_word: bool) -> str:
@@ -51,7 +50,7 @@ def profile_args(
 
 
 def _tensor_problems(tensor: TensorInfo, key: str, spec_file: str) -> list[SpecProblem]:
-    if any(char in tensor.name for char in UNQUOTABLE):
+    if not quotable(tensor.name):
         return [
             SpecProblem(
                 spec_file,
@@ -61,7 +60,7 @@ def _tensor_problems(tensor: TensorInfo, key: str, spec_file: str) -> list[SpecP
                 "input in the ONNX export",
             )
         ]
-    profile = {point: getattr(tensor, point) for point in ("min", "opt", "max")}
+    profile: dict[str, Any] = {point: getattr(tensor, point) for point in POINTS}
     if any(dims is None for dims in profile.values()):
         if -1 in tensor.shape:
             return [
@@ -80,20 +79,20 @@ def _profile_problems(
     tensor: TensorInfo, profile: dict[str, Any], key: str, spec_file: str
 ) -> list[SpecProblem]:
     problems = []
-    for point, dims in profile.items():
-        if len(dims) != len(tensor.shape):
-            problems.append(
-                SpecProblem(
-                    spec_file,
-                    f"{key}.{point}",
-                    f"rank {len(dims)} but input {tensor.name!r} has rank {len(tensor.shape)}",
-                )
+    for point in wrong_ranks(tensor.shape, list(profile.values())):
+        problems.append(
+            SpecProblem(
+                spec_file,
+                f"{key}.{point}",
+                f"rank {len(profile[point])} but input {tensor.name!r} has rank "
+                f"{len(tensor.shape)}",
             )
+        )
     if problems:
         return problems
     for axis, declared in enumerate(tensor.shape):
-        low, mid, high = (profile[p][axis] for p in ("min", "opt", "max"))
-        if declared != -1 and not low == mid == high == declared:
+        low, mid, high = (profile[p][axis] for p in POINTS)
+        if fixed_mismatch(declared, (low, mid, high)):
             problems.append(
                 SpecProblem(
                     spec_file,
@@ -103,7 +102,7 @@ def _profile_problems(
                     "graph; min, opt and max must all equal it",
                 )
             )
-        elif not low <= mid <= high:
+        elif axis_fault(axis, declared, (low, mid, high), 0) == "order":
             problems.append(
                 SpecProblem(
                     spec_file,

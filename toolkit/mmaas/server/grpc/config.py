@@ -2,7 +2,8 @@
 ModelConfig (``model_config.proto``) and ModelStatistics, built from ``manifest.model``,
 the runtime settings and :class:`~mmaas.server.metrics.ModelMetrics` snapshots.
 
-Triton conventions kept: ``platform`` is ``onnxruntime_onnx`` / ``tensorrt_plan``;
+Triton conventions kept: ``platform`` is the back end's (its runtime part says:
+``onnxruntime_onnx``, ``tensorrt_plan``), so is the instance group kind (CPU, GPU);
 ModelConfig ``dims`` leave out the batch axis when ``max_batch_size > 0``; BYTES is
 ``TYPE_STRING``; statistics durations are cumulative nanoseconds.
 """
@@ -12,25 +13,26 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tritonclient.grpc import model_config_pb2, service_pb2
-
 from mmaas.core.manifest import ModelInfo, TensorInfo
-
-PLATFORMS = {"onnxruntime": "onnxruntime_onnx", "tensorrt": "tensorrt_plan"}
+from mmaas.server.grpc.protocol import grpc_service_pb2 as service_pb2
+from mmaas.server.grpc.protocol import model_config_pb2
 
 
 @dataclass(frozen=True)
 class ConfigFacts:
-    """Runtime facts ModelConfig reports: engine instances and dynamic batching
+    """Runtime facts the model's metadata and config report: Triton's ``platform`` and
+    instance kind (``CPU``/``GPU``) of the back end, engine instances and dynamic batching
     (``preferred_batch_sizes`` and ``max_queue_delay_us`` only when ``batching``)."""
 
+    platform: str
+    device_kind: str
     instance_count: int
     batching: bool
     preferred_batch_sizes: tuple[int, ...] = ()
     max_queue_delay_us: int = 0
 
 
-def to_metadata(info: ModelInfo) -> Any:
+def to_metadata(info: ModelInfo, facts: ConfigFacts) -> Any:
     """ModelMetadataResponse: full shapes with ``-1`` for dynamic dims, batch included."""
 
     def tensor(t: TensorInfo) -> Any:
@@ -41,7 +43,7 @@ def to_metadata(info: ModelInfo) -> Any:
     return service_pb2.ModelMetadataResponse(
         name=info.name,
         versions=[info.version],
-        platform=PLATFORMS.get(info.backend, ""),
+        platform=facts.platform,
         inputs=[tensor(t) for t in info.inputs],
         outputs=[tensor(t) for t in info.outputs],
     )
@@ -58,7 +60,7 @@ def to_model_config(info: ModelInfo, facts: ConfigFacts) -> Any:
 
     config = model_config_pb2.ModelConfig(
         name=info.name,
-        platform=PLATFORMS.get(info.backend, ""),
+        platform=facts.platform,
         backend=info.backend,
         max_batch_size=info.max_batch_size,
         input=[tensor(model_config_pb2.ModelInput, t) for t in info.inputs],
@@ -66,9 +68,7 @@ def to_model_config(info: ModelInfo, facts: ConfigFacts) -> Any:
         instance_group=[
             model_config_pb2.ModelInstanceGroup(
                 count=facts.instance_count,
-                kind=model_config_pb2.ModelInstanceGroup.KIND_GPU
-                if info.backend == "tensorrt"
-                else model_config_pb2.ModelInstanceGroup.KIND_CPU,
+                kind=model_config_pb2.ModelInstanceGroup.Kind.Value(f"KIND_{facts.device_kind}"),
             )
         ],
     )

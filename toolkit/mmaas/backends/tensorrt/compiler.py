@@ -1,30 +1,26 @@
-"""TensorRT engine back end (NVIDIA GPUs).
+"""TensorRT (NVIDIA GPUs): the compiler part of the back end, run in the builder stage.
 
-compile: runs ``trtexec`` (argv from :func:`mmaas.backends.tensorrt.trtexec.argv.trtexec_argv`) through
-:mod:`mmaas.core.proc`, parses its log (:mod:`mmaas.backends.tensorrt.trtexec.log`) into the build report, and
-keeps the timing cache in the host store (:mod:`mmaas.backends.tensorrt.timing_cache`): a build that fails
-with a stored cache drops it and retries once without it, and says so. On TensorRT 11
-(strongly typed only) an fp16 target is converted in the builder first and checked against
-the fp32 graph (:mod:`mmaas.backends.tensorrt.precision`); int8/fp8 builds look for Q/DQ nodes.
-load: :class:`~mmaas.backends.tensorrt.engine.TensorRTEngine` (TensorRT Python API +
-cuda-python, imported only there). describe /
-check_compatible: GPU name, compute capability, driver, CUDA and TensorRT versions; an
-engine is refused on another compute capability or TensorRT version unless built with
-hardware / version compatibility, and on a driver older than its CUDA needs (C9, C10, C12).
+compile: runs ``trtexec`` (argv from :mod:`mmaas.backends.tensorrt.trtexec.argv`) through
+:mod:`mmaas.core.proc`, parses its log (:mod:`mmaas.backends.tensorrt.trtexec.log`) into
+the build report, and keeps the timing cache in the host store
+(:mod:`mmaas.backends.tensorrt.timing_cache`): a build that fails with a stored cache
+drops it and retries once without it, and says so. On TensorRT 11 (strongly typed only)
+an fp16 target is converted in the builder first and checked against the fp32 graph
+(:mod:`mmaas.backends.tensorrt.precision`); int8/fp8 builds look for Q/DQ nodes. The
+latency gate uses trtexec's own timer (:meth:`TensorRTCompiler.latency_probe`).
 """
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from mmaas.backends import CompileRequest, CompileResult
-from mmaas.backends.tensorrt.compat import check_host
-from mmaas.backends.tensorrt.gpu import no_gpu_message, query_gpus
-from mmaas.backends.tensorrt.releases import min_driver, parse_version
+from mmaas.backends import CompileRequest, CompileResult, LatencyProbe
+from mmaas.backends.tensorrt.gpu import no_gpu_message
+from mmaas.backends.tensorrt.releases import parse_version
+from mmaas.backends.tensorrt.runtime import TensorRTRuntime, tensorrt_version, trtexec
+from mmaas.backends.tensorrt.settings import TensorRTSettings
 from mmaas.backends.tensorrt.trtexec.argv import trtexec_argv
 from mmaas.backends.tensorrt.trtexec.log import TrtexecLog, parse_trtexec_log
 from mmaas.core import proc
@@ -33,14 +29,39 @@ from mmaas.core.manifest import Manifest
 
 ENGINE_FILE = "model.plan"
 EXPORTS_DIR = "trtexec"
-TRTEXEC_PATHS = ("/usr/src/tensorrt/bin/trtexec", "/usr/bin/trtexec")
 WORKSPACE_TOLERANCE_MIB = 0.5
 
 
-class TensorRTBackend:
-    """The GPU back end; see the module docstring."""
+class TensorRTCompiler:
+    """The compiler part of the GPU back end; see the module docstring."""
 
     name = "tensorrt"
+    runtime = TensorRTRuntime()
+
+    def read_settings(self, data: Mapping[str, Any]) -> TensorRTSettings:
+        """:class:`TensorRTSettings` from the build request."""
+        return TensorRTSettings.from_json(data)
+
+    def data_files(self, directory: Path) -> tuple[str, ...]:
+        """``()``: a TensorRT plan is one self-contained file."""
+        return ()
+
+    def latency_probe(self, directory: Path, manifest: Manifest) -> LatencyProbe:
+        """The latency gate's timer: ``trtexec --loadEngine`` of ``directory``'s engine,
+        ``runs`` timed inferences at ``shapes`` (argv:
+        :func:`mmaas.backends.tensorrt.latency.latency_argv`), returning ``{"p50_ms",
+        "p90_ms", "p99_ms", "mean_ms", "max_ms", "timer"}`` in ms; it raises BuildError
+        when trtexec fails, prints no latency summary, or is older than 8.5."""
+        from mmaas.backends.tensorrt.latency import latency_argv, latency_figures
+
+        version = manifest.backend.get("version") or tensorrt_version() or ""
+        engine = directory / manifest.engine.path
+
+        def probe(shapes: Mapping[str, tuple[int, ...]], runs: int, warmup: int) -> Any:
+            argv = latency_argv(trtexec(), engine, manifest.model, version, shapes, runs, warmup)
+            return latency_figures(_run(argv, directory / EXPORTS_DIR, "trtexec-latency.log"), runs)
+
+        return probe
 
     def compile(self, request: CompileRequest) -> CompileResult:
         """Build ``out_dir/model.plan`` with trtexec on this host's first GPU.
@@ -50,30 +71,30 @@ class TensorRTBackend:
                 the pinned release, the spec needs a flag this trtexec lacks, trtexec fails
                 (its ``[E]`` lines), or the engine is missing/empty or got another workspace.
         """
-        facts = self.describe()
+        settings: TensorRTSettings = request.settings
+        facts = self.runtime.describe()
         if not facts["gpu"]:
             raise BuildError(no_gpu_message(facts["problem"]))
-        version = _require_release(facts["version"], request.settings)
+        version = _require_release(facts["version"], settings)
         onnx, typed, conversion = _prepare_onnx(request, version)
         exports = request.out_dir / EXPORTS_DIR
         exports.mkdir(parents=True, exist_ok=True)
         cache = _CacheRun(request, version, facts["gpu"], exports)
 
         def argv_for(timing_cache: str | None) -> list[str]:
-            trt = request.settings.get("tensorrt", {})
             return trtexec_argv(
                 request.model,
-                request.settings,
+                settings,
                 version,
                 str(onnx),
                 str(request.out_dir / ENGINE_FILE),
                 timing_cache,
                 exports_dir=str(exports),
-                calibration_cache=_calibration(request, trt),
+                calibration_cache=_calibration(request, settings),
                 typed_graph=typed,
                 compute_capability=facts["gpu"]["compute_capability"],
-                verify_cache=bool(trt.get("timing_cache_verify")),
-                trtexec=_trtexec(),
+                verify_cache=settings.timing_cache_verify,
+                trtexec=trtexec(),
             )
 
         argv = argv_for(cache.path)
@@ -92,75 +113,13 @@ class TensorRTBackend:
         }
         return CompileResult(engine_file=ENGINE_FILE, command=argv, report=report)
 
-    def load(self, directory: Path, manifest: Manifest, threads: int = 0) -> Any:
-        """Deserialize ``directory/model.plan`` (``threads`` is unused: the GPU runs it)."""
-        from mmaas.backends.tensorrt.engine import TensorRTEngine
-
-        return TensorRTEngine(directory / manifest.engine.path, manifest.model)
-
-    def describe(self) -> dict[str, Any]:
-        """``{"name", "version" (TensorRT), "gpu": {"name", "compute_capability"} | None,
-        "driver_version", "driver_cuda", "cuda_version" (runtime), "min_driver",
-        "problem"}``, from nvidia-smi, the tensorrt module (or trtexec's banner) and
-        ``CUDA_VERSION`` (set by NVIDIA's images)."""
-        report = query_gpus()
-        first = report.gpus[0] if report.gpus else None
-        cuda = os.environ.get("CUDA_VERSION")
-        return {
-            "name": self.name,
-            "version": tensorrt_version(),
-            "gpu": {"name": first.name, "compute_capability": first.compute_capability}
-            if first
-            else None,
-            "driver_version": first.driver_version if first else None,
-            "driver_cuda": report.driver_cuda,
-            "cuda_version": cuda,
-            "min_driver": min_driver(cuda) if cuda else None,
-            "problem": report.problem,
-        }
-
-    def measure_latency(
-        self,
-        directory: Path,
-        manifest: Manifest,
-        shapes: Mapping[str, tuple[int, ...]],
-        runs: int,
-        warmup: int,
-    ) -> dict[str, Any]:
-        """The latency gate's timer: ``trtexec --loadEngine`` of ``directory``'s engine,
-        ``runs`` timed inferences at ``shapes`` (argv:
-        :func:`mmaas.backends.tensorrt.latency.latency_argv`). Returns ``{"p50_ms",
-        "p90_ms", "p99_ms", "mean_ms", "max_ms", "timer"}`` in ms.
-
-        Raises:
-            BuildError: trtexec failed, printed no latency summary, or is older than 8.5.
-        """
-        from mmaas.backends.tensorrt.latency import latency_argv, latency_figures
-
-        version = manifest.backend.get("version") or tensorrt_version() or ""
-        engine = directory / manifest.engine.path
-        argv = latency_argv(_trtexec(), engine, manifest.model, version, shapes, runs, warmup)
-        return latency_figures(_run(argv, directory / EXPORTS_DIR, "trtexec-latency.log"), runs)
-
-    def check_compatible(self, manifest: Manifest) -> None:
-        """Refuse to serve an engine this host cannot run, before readiness.
-
-        Raises:
-            CompatibilityError: "built for X, running on Y": no GPU, another compute
-                capability (unless built ``ampere+`` and this GPU is sm80+), another
-                TensorRT version (unless version compatible and this one is newer), or a
-                driver older than the engine's CUDA needs.
-        """
-        portability = manifest.report.get("compile", {}).get("portability", {})
-        check_host(manifest.backend, self.describe(), portability)
-
 
 class _CacheRun:
     """The timing cache of one compile: checkout, retry without it, commit."""
 
     def __init__(self, request: CompileRequest, version: str, gpu: dict, work: Path) -> None:
-        self.enabled = bool(request.settings.get("timing_cache", True))
-        self.verify = bool(request.settings.get("tensorrt", {}).get("timing_cache_verify"))
+        self.enabled = request.settings.timing_cache
+        self.verify = request.settings.timing_cache_verify
         self.notes: list[str] = []
         self.reused, self.path = False, None
         if self.enabled:
@@ -196,8 +155,8 @@ class _CacheRun:
         }
 
 
-def _require_release(installed: str | None, settings: Mapping[str, Any]) -> str:
-    pinned = str(settings.get("tensorrt", {}).get("version", ""))
+def _require_release(installed: str | None, settings: TensorRTSettings) -> str:
+    pinned = settings.version
     if installed is None:
         raise BuildError(
             "no TensorRT here: neither the tensorrt module nor trtexec answered",
@@ -220,29 +179,22 @@ def _prepare_onnx(request: CompileRequest, version: str) -> tuple[Path, bool, di
     if precision in ("int8", "fp8"):
         return request.source, has_qdq(request.source), None
     if precision == "fp16" and parse_version(version)[0] >= 11:
-        trt = request.settings.get("tensorrt", {})
         target = request.out_dir / EXPORTS_DIR / "model.fp16.onnx"
         target.parent.mkdir(parents=True, exist_ok=True)
         report = convert_fp16(
             request.source,
             target,
             request.model,
-            float(trt.get("tolerance_atol", 0.02)),
-            float(trt.get("tolerance_rtol", 0.02)),
+            request.settings.tolerance_atol,
+            request.settings.tolerance_rtol,
         )
         return target, True, report
     return request.source, False, None
 
 
-def _calibration(request: CompileRequest, trt: dict) -> str | None:
-    name = trt.get("calibration_cache")
+def _calibration(request: CompileRequest, settings: TensorRTSettings) -> str | None:
+    name = settings.calibration_cache
     return str(request.source.parent / name) if name else None
-
-
-def _trtexec() -> str:
-    return shutil.which("trtexec") or next(
-        (p for p in TRTEXEC_PATHS if Path(p).is_file()), "trtexec"
-    )
 
 
 def _run(argv: list[str], exports: Path, log_name: str = "trtexec.log") -> TrtexecLog:
@@ -262,30 +214,17 @@ def _check_engine(request: CompileRequest, log: TrtexecLog) -> None:
     engine = request.out_dir / ENGINE_FILE
     if not engine.is_file() or engine.stat().st_size == 0:
         raise BuildError(f"trtexec passed but wrote no engine at {engine}")
-    asked = float(request.settings.get("workspace", 2048))
+    asked = float(request.settings.workspace_mib)
     if log.workspace_mib is not None and abs(log.workspace_mib - asked) > WORKSPACE_TOLERANCE_MIB:
         raise BuildError(
             f"trtexec used a {log.workspace_mib} MiB workspace, model.yaml asks "
-            f"{asked:g} MiB: the --memPoolSize spelling in mmaas.backends.tensorrt.releases is wrong "
-            f"for TensorRT {log.tensorrt_version}"
+            f"{asked:g} MiB: the --memPoolSize spelling in mmaas.backends.tensorrt.releases "
+            f"is wrong for TensorRT {log.tensorrt_version}"
         )
 
 
 def _portability(request: CompileRequest) -> dict[str, Any]:
-    trt = request.settings.get("tensorrt", {})
     return {
-        "hardware_compatibility_level": trt.get("hardware_compatibility_level", "none"),
-        "version_compatible": bool(trt.get("version_compatible", False)),
+        "hardware_compatibility_level": request.settings.hardware_compatibility_level,
+        "version_compatible": request.settings.version_compatible,
     }
-
-
-def tensorrt_version() -> str | None:
-    try:
-        import tensorrt
-
-        return str(tensorrt.__version__)
-    except ImportError:
-        if shutil.which(_trtexec()) is None:
-            return None
-        done = proc.run([_trtexec(), "--help"], check=False, what="trtexec --help")
-        return parse_trtexec_log(done.stdout + done.stderr).tensorrt_version

@@ -1,23 +1,16 @@
-"""ONNX Runtime (CPU) engine back end.
+"""ONNX Runtime (CPU): the runtime part of the back end (load, describe, check_compatible).
 
-compile: ONNX Runtime's offline graph optimization (``SessionOptions.
-graph_optimization_level`` + ``optimized_model_filepath``) serialises the optimized graph
-as ``model.ort.onnx``. At level ``all`` the layout transforms (NCHWc blocking) depend on
-the build CPU's vector extensions, so the manifest records the CPU flags and
-:meth:`OnnxRuntimeBackend.check_compatible` refuses a host that lacks one of them.
-The optimized model always carries its own weights: initializers of at least
-:data:`EXTERNAL_MIN_BYTES` go to ``model.ort.onnx.data`` beside it (the ONNX external data
-format; session config ``session.optimized_model_external_initializers_file_name``), so an
-engine never points at the source's external data and is never over protobuf's 2 GiB limit.
-load: the optimized model is opened with optimizations off (they are already applied),
-which also keeps start-up short.
+load: the optimized model (written by :mod:`mmaas.backends.onnxruntime.compiler`) is opened
+with optimizations off (they are already applied), which also keeps start-up short. At
+level ``all`` its layout transforms (NCHWc blocking) depend on the build CPU's vector
+extensions, so the manifest records the CPU flags (:meth:`OnnxRuntimeRuntime.describe`)
+and :meth:`OnnxRuntimeRuntime.check_compatible` refuses a host that lacks one of them.
 """
 
 from __future__ import annotations
 
 import os
 import platform
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,18 +18,10 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from mmaas.backends import CompileRequest, CompileResult
-from mmaas.core.errors import BuildError, CompatibilityError, InputError
+from mmaas.core.errors import CompatibilityError, InputError
 from mmaas.core.manifest import Manifest
 
 ENGINE_FILE = "model.ort.onnx"
-ENGINE_DATA_FILE = "model.ort.onnx.data"
-EXTERNAL_MIN_BYTES = 1024  # ONNX Runtime's default: smaller initializers stay in the graph
-LEVELS = {
-    "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
-    "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
-    "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
-}
 # x86 vector extensions that ONNX Runtime's CPU kernels and NCHWc layout depend on.
 KERNEL_CPU_FLAGS = (
     "sse4_1",
@@ -74,53 +59,12 @@ class OnnxRuntimeEngine:
         return {name: _from_ort(value) for name, value in zip(names, values, strict=True)}
 
 
-class OnnxRuntimeBackend:
-    """The CPU back end; see the module docstring."""
+class OnnxRuntimeRuntime:
+    """The runtime part of the CPU back end; see the module docstring."""
 
     name = "onnxruntime"
-
-    def compile(self, request: CompileRequest) -> CompileResult:
-        """Optimize ``request.source`` offline into ``out_dir/model.ort.onnx`` (plus
-        ``model.ort.onnx.data`` when an initializer has :data:`EXTERNAL_MIN_BYTES` or more).
-
-        ``settings["onnxruntime"]["graph_optimization_level"]`` is ``basic``,
-        ``extended`` or ``all`` (default). Raises BuildError when ONNX Runtime rejects the
-        model (the message is ONNX Runtime's).
-        """
-        level = request.settings.get("onnxruntime", {}).get("graph_optimization_level", "all")
-        options = ort.SessionOptions()
-        options.graph_optimization_level = LEVELS[level]
-        options.optimized_model_filepath = str(request.out_dir / ENGINE_FILE)
-        options.add_session_config_entry(
-            "session.optimized_model_external_initializers_file_name", ENGINE_DATA_FILE
-        )
-        options.add_session_config_entry(
-            "session.optimized_model_external_initializers_min_size_in_bytes",
-            str(EXTERNAL_MIN_BYTES),
-        )
-        options.log_severity_level = 3  # the hardware-specific warning is in the manifest
-        started = time.perf_counter()
-        try:
-            ort.InferenceSession(str(request.source), options, providers=PROVIDERS)
-        except Exception as exc:  # ORT raises its own untyped exceptions
-            raise BuildError(f"ONNX Runtime could not load {request.source.name}: {exc}") from exc
-        compile_ms = (time.perf_counter() - started) * 1000
-        return CompileResult(
-            engine_file=ENGINE_FILE,
-            command=[
-                "onnxruntime.InferenceSession",
-                request.source.name,
-                f"graph_optimization_level={level}",
-                f"optimized_model_filepath={ENGINE_FILE}",
-                f"optimized_model_external_initializers_file_name={ENGINE_DATA_FILE}",
-            ],
-            report={"graph_optimization_level": level, "compile_ms": round(compile_ms, 3)},
-        )
-
-    def data_files(self, directory: Path) -> tuple[str, ...]:
-        """The engine's data files in ``directory`` after :meth:`compile`:
-        ``("model.ort.onnx.data",)``, or ``()`` when every initializer stayed in the graph."""
-        return (ENGINE_DATA_FILE,) if (directory / ENGINE_DATA_FILE).is_file() else ()
+    platform = "onnxruntime_onnx"
+    device_kind = "CPU"
 
     def load(self, directory: Path, manifest: Manifest, threads: int = 0) -> OnnxRuntimeEngine:
         """Open ``directory/<engine>`` with optimizations off and ``threads`` intra-op

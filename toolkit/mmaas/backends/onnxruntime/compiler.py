@@ -1,0 +1,91 @@
+"""ONNX Runtime (CPU): the compiler part of the back end, run in the builder stage.
+
+ONNX Runtime's offline graph optimization (``SessionOptions.graph_optimization_level`` +
+``optimized_model_filepath``) serialises the optimized graph as ``model.ort.onnx``. The
+optimized model always carries its own weights: initializers of at least
+:data:`EXTERNAL_MIN_BYTES` go to ``model.ort.onnx.data`` beside it (the ONNX external data
+format; session config ``session.optimized_model_external_initializers_file_name``), so an
+engine never points at the source's external data and is never over protobuf's 2 GiB limit.
+The latency gate times it with wall time around ``Engine.infer`` (no probe of its own).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import onnxruntime as ort
+
+from mmaas.backends import CompileRequest, CompileResult, LatencyProbe
+from mmaas.backends.onnxruntime.runtime import ENGINE_FILE, PROVIDERS, OnnxRuntimeRuntime
+from mmaas.backends.onnxruntime.settings import OnnxRuntimeSettings
+from mmaas.core.errors import BuildError
+from mmaas.core.manifest import Manifest
+
+ENGINE_DATA_FILE = "model.ort.onnx.data"
+EXTERNAL_MIN_BYTES = 1024  # ONNX Runtime's default: smaller initializers stay in the graph
+LEVELS = {
+    "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+    "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+    "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+}
+
+
+class OnnxRuntimeCompiler:
+    """The compiler part of the CPU back end; see the module docstring."""
+
+    name = "onnxruntime"
+    runtime = OnnxRuntimeRuntime()
+
+    def read_settings(self, data: Mapping[str, Any]) -> OnnxRuntimeSettings:
+        """:class:`OnnxRuntimeSettings` from the build request."""
+        return OnnxRuntimeSettings.from_json(data)
+
+    def compile(self, request: CompileRequest) -> CompileResult:
+        """Optimize ``request.source`` offline into ``out_dir/model.ort.onnx`` (plus
+        ``model.ort.onnx.data`` when an initializer has :data:`EXTERNAL_MIN_BYTES` or more).
+
+        ``request.settings`` is an :class:`OnnxRuntimeSettings`. Raises BuildError when ONNX
+        Runtime rejects the model (the message is ONNX Runtime's).
+        """
+        settings: OnnxRuntimeSettings = request.settings
+        level = settings.graph_optimization_level
+        options = ort.SessionOptions()
+        options.graph_optimization_level = LEVELS[level]
+        options.optimized_model_filepath = str(request.out_dir / ENGINE_FILE)
+        options.add_session_config_entry(
+            "session.optimized_model_external_initializers_file_name", ENGINE_DATA_FILE
+        )
+        options.add_session_config_entry(
+            "session.optimized_model_external_initializers_min_size_in_bytes",
+            str(EXTERNAL_MIN_BYTES),
+        )
+        options.log_severity_level = 3  # the hardware-specific warning is in the manifest
+        started = time.perf_counter()
+        try:
+            ort.InferenceSession(str(request.source), options, providers=PROVIDERS)
+        except Exception as exc:  # ORT raises its own untyped exceptions
+            raise BuildError(f"ONNX Runtime could not load {request.source.name}: {exc}") from exc
+        compile_ms = (time.perf_counter() - started) * 1000
+        return CompileResult(
+            engine_file=ENGINE_FILE,
+            command=[
+                "onnxruntime.InferenceSession",
+                request.source.name,
+                f"graph_optimization_level={level}",
+                f"optimized_model_filepath={ENGINE_FILE}",
+                f"optimized_model_external_initializers_file_name={ENGINE_DATA_FILE}",
+            ],
+            report={"graph_optimization_level": level, "compile_ms": round(compile_ms, 3)},
+        )
+
+    def data_files(self, directory: Path) -> tuple[str, ...]:
+        """The engine's data files in ``directory`` after :meth:`compile`:
+        ``("model.ort.onnx.data",)``, or ``()`` when every initializer stayed in the graph."""
+        return (ENGINE_DATA_FILE,) if (directory / ENGINE_DATA_FILE).is_file() else ()
+
+    def latency_probe(self, directory: Path, manifest: Manifest) -> LatencyProbe | None:
+        """None: the latency gate times ``Engine.infer`` itself (one ``session.run``)."""
+        return None

@@ -1,0 +1,113 @@
+"""ONNX Runtime (CPU): the build target, what ``mmaas build`` needs on the host.
+
+The builder stage starts from ``image.base_image`` and compiles inside ``docker build``
+(the compile build's builder stage, ``templates/Dockerfile.onnxruntime.j2``); the engine
+directory is then copied out of that image. ONNX Runtime's version is the pin of the
+image constraints (``templates/image-constraints.txt``), so the engine is compiled and
+served by one release.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from mmaas.backends import CompileBuild
+from mmaas.backends.onnxruntime.runtime import OnnxRuntimeRuntime
+from mmaas.backends.onnxruntime.settings import OnnxRuntimeSettings
+from mmaas.build.cache.registry import remove_image
+from mmaas.build.docker import copy_from_image
+from mmaas.build.plan import ENGINE_CONTEXT, ENGINE_DIR, ContextFile
+from mmaas.build.wheel import pinned_version
+from mmaas.core.manifest import Manifest
+from mmaas.spec.model import ModelSpec
+
+
+class OnnxRuntimeTarget:
+    """The build target of the CPU back end; see the module docstring."""
+
+    name = "onnxruntime"
+    template = "Dockerfile.onnxruntime.j2"
+    precisions = ("fp32",)
+    runs_on_gpu = False
+    runtime_extras = ("server", "onnxruntime")
+    builder_extras = ("onnxruntime",)
+    runtime_packages = ("mmaas.core", "mmaas.server", "mmaas.backends.onnxruntime")
+    builder_packages = ("mmaas.core", "mmaas.stage", "mmaas.backends.onnxruntime")
+
+    def check_input(self, name: str) -> str | None:
+        """Any input name is fine (ONNX Runtime takes names as they are)."""
+        return None
+
+    def engine_settings(self, spec: ModelSpec) -> OnnxRuntimeSettings:
+        """``build.onnxruntime`` (``build.workspace`` and the timing cache are TensorRT's)."""
+        return OnnxRuntimeSettings(spec.build.onnxruntime.graph_optimization_level)
+
+    def builder_image(self, spec: ModelSpec) -> str:
+        """``image.base_image``: both CPU stages start from it."""
+        return spec.image.base_image
+
+    def pin(self, spec: ModelSpec) -> dict[str, str]:
+        """ONNX Runtime's version in the image constraints."""
+        return {"name": self.name, "version": pinned_version("onnxruntime") or "unpinned"}
+
+    def hardware_class(self, spec: ModelSpec) -> dict[str, Any]:
+        """``{"arch"}``, plus the kernel vector extensions of this CPU (``"cpu_flags"``)
+        when level ``all`` lays the graph out for them."""
+        cpu = OnnxRuntimeRuntime().describe()["cpu"]
+        if spec.build.onnxruntime.graph_optimization_level != "all":
+            return {"arch": cpu["arch"]}
+        return {"arch": cpu["arch"], "cpu_flags": cpu["flags"]}
+
+    def template_values(self, spec: ModelSpec) -> dict[str, Any]:
+        """None beyond the common values."""
+        return {}
+
+    def engine_files(self, spec: ModelSpec, folder: Path) -> tuple[ContextFile, ...]:
+        """None beyond the ONNX file, its external data and the samples."""
+        return ()
+
+    def preflight(self, spec: ModelSpec, image: str) -> str | None:
+        """Nothing to check before Docker work; no extra tag."""
+        return None
+
+    def compile_engine(self, build: CompileBuild) -> Path:
+        """The compile build (its last stage holds the engine directory at
+        :data:`~mmaas.build.plan.ENGINE_DIR`), copied out to ``work/engine``; the compile
+        image is removed afterwards."""
+        image = build.build(None)
+        try:
+            return copy_from_image(build.tag, ENGINE_DIR, build.work / "engine")
+        finally:
+            remove_image(image)
+
+    def labels(self, manifest: Manifest) -> dict[str, str]:
+        """None beyond the common labels."""
+        return {}
+
+    def build_commands(
+        self,
+        spec: ModelSpec,
+        docker: list[str],
+        build_args: Callable[[Path, str, str | None], list[str]],
+        contexts: tuple[Path, Path],
+        image: str,
+        env: str,
+    ) -> list[str]:
+        """The compile build, the copy of its engine directory, the package build (``env``
+        prefixes each ``docker build``)."""
+        compile_tag = f"{spec.image_repository}:engine"
+        lines = []
+        for label, context, tag in (
+            ("build", contexts[0], compile_tag),
+            ("package build", contexts[1], image),
+        ):
+            argv = [*docker, "build", *build_args(context / "Dockerfile", tag, None), str(context)]
+            lines.append(f"{label}: {env}{shlex.join(argv)}")
+        lines.append(
+            f"package build context: copy {compile_tag}'s engine directory "
+            f"({ENGINE_DIR}) to {contexts[1] / ENGINE_CONTEXT}"
+        )
+        return lines

@@ -1,0 +1,142 @@
+"""The mmaas wheels that images install, and the pinned requirements of each image.
+
+Each image installs mmaas as a wheel with the extras of what it runs (the back end's build
+target names them: :class:`mmaas.backends.BuildTarget`): the runtime stage the server and
+the back end's runtime part, the builder stage the stage and the back end's compiler. The
+wheel is packed here from the installed mmaas (an editable checkout or site-packages,
+so an installed mmaas builds outside a checkout) with only the subpackages that image
+runs, deterministically (sorted entries, fixed times), so its bytes change only when that
+code changes: the engine-cache key and the compile's Docker layer follow the builder
+stage's code, not the CLI's or the server's (C13). Its metadata is the installed
+distribution's own (``Requires-Dist`` with the extras).
+
+The requirement lines of an image's extras (:func:`requirements`) are installed in an
+earlier layer than the wheel, pinned by ``templates/image-constraints.txt``, so the
+framework layer is cached across code changes and the wheel installs with ``--no-index``.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+import zipfile
+from collections.abc import Iterable, Sequence
+from importlib import metadata, resources
+from pathlib import Path
+
+import mmaas
+
+DISTRIBUTION = "mmaas"
+CONSTRAINTS = "image-constraints.txt"
+ZIP_TIME = (2020, 1, 1, 0, 0, 0)  # fixed entry times: the same code packs to the same bytes
+_EXTRA = re.compile(r"""extra\s*==\s*["']([\w.-]+)["']""")
+_SELF = re.compile(r"^mmaas\[([\w.,\s-]+)\]")
+
+
+def package_files(packages: Sequence[str], root: Path | None = None) -> list[tuple[str, bytes]]:
+    """``(archive path, bytes)`` of the mmaas modules in ``packages`` (dotted names, with
+    their subpackages) and the ``__init__.py`` of every parent, sorted; caches and compiled
+    files are left out. ``root`` is the mmaas package directory (default: the installed
+    one)."""
+    root = root or installed_root()
+    chosen: dict[str, bytes] = {}
+    for package in packages:
+        parts = package.split(".")[1:]
+        for depth in range(len(parts)):
+            init = root.joinpath(*parts[:depth], "__init__.py")
+            chosen[_archive_name(root, init)] = init.read_bytes()
+        for path in sorted(root.joinpath(*parts).rglob("*")):
+            kept = path.suffix in (".py", ".typed") and "__pycache__" not in path.parts
+            if path.is_file() and kept:
+                chosen[_archive_name(root, path)] = path.read_bytes()
+    typed = root / "py.typed"
+    if typed.is_file():
+        chosen["mmaas/py.typed"] = typed.read_bytes()
+    return sorted(chosen.items())
+
+
+def installed_root() -> Path:
+    """The directory of the installed mmaas package (a checkout's ``toolkit/mmaas`` for an
+    editable install)."""
+    return Path(mmaas.__file__).resolve().parent
+
+
+def pack_wheel(packages: Sequence[str], out_dir: Path, root: Path | None = None) -> Path:
+    """Write ``out_dir/mmaas-<version>-py3-none-any.whl`` holding ``packages`` (see
+    :func:`package_files`) and the installed distribution's metadata; return its path.
+
+    Raises:
+        importlib.metadata.PackageNotFoundError: mmaas is not installed (no metadata).
+    """
+    version = metadata.version(DISTRIBUTION)
+    info = f"{DISTRIBUTION}-{version}.dist-info"
+    files = package_files(packages, root)
+    files.append((f"{info}/METADATA", _metadata_text().encode()))
+    files.append((f"{info}/WHEEL", _WHEEL.encode()))
+    record = "".join(f"{name},{_record_hash(data)},{len(data)}\n" for name, data in files)
+    files.append((f"{info}/RECORD", (record + f"{info}/RECORD,,\n").encode()))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    target = out_dir / f"{DISTRIBUTION}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(target, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for name, data in files:
+            entry = zipfile.ZipInfo(name, ZIP_TIME)
+            entry.external_attr = 0o644 << 16
+            entry.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(entry, data)
+    return target
+
+
+def requirements(extras: Iterable[str]) -> list[str]:
+    """The requirement lines (``name>=x``, markers dropped) of the installed mmaas's
+    ``extras``, following extras that name ``mmaas[...]`` itself, plus its base
+    dependencies; sorted and without duplicates."""
+    wanted, found = set(extras), set()
+    declared = metadata.requires(DISTRIBUTION) or []
+    changed = True
+    while changed:
+        changed = False
+        for line in declared:
+            spec, _, marker = line.partition(";")
+            extra = _EXTRA.search(marker)
+            if marker.strip() and (extra is None or extra.group(1) not in wanted):
+                continue
+            itself = _SELF.match(spec.strip())
+            if itself:
+                more = {name.strip() for name in itself.group(1).split(",")} - wanted
+                wanted |= more
+                changed = changed or bool(more)
+            else:
+                found.add(spec.strip())
+    return sorted(found)
+
+
+def constraints_text() -> str:
+    """The pins every image installs under (``templates/image-constraints.txt``)."""
+    return resources.files("mmaas.templates").joinpath(CONSTRAINTS).read_text()
+
+
+def pinned_version(package: str) -> str | None:
+    """The version ``package`` is pinned to (``name==version``) in the image constraints."""
+    found = re.search(rf"^{re.escape(package)}==(\S+)\s*$", constraints_text(), re.MULTILINE)
+    return found.group(1) if found else None
+
+
+def _metadata_text() -> str:
+    text = metadata.distribution(DISTRIBUTION).read_text("METADATA") or ""
+    head, _, _ = text.partition("\n\n")  # the headers; the long description stays out
+    return head + "\n"
+
+
+def _archive_name(root: Path, path: Path) -> str:
+    return "mmaas/" + path.relative_to(root).as_posix()
+
+
+def _record_hash(data: bytes) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
+    return f"sha256={digest.decode()}"
+
+
+_WHEEL = (
+    "Wheel-Version: 1.0\nGenerator: mmaas.build.wheel\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+)

@@ -1,0 +1,92 @@
+"""The gRPC front end's server: a ``grpc.aio`` server with the KServe v2 inference service
+(:mod:`.servicer`), the standard ``grpc.health.v1`` health service and gRPC reflection, on
+``MMAAS_HOST:MMAAS_GRPC_PORT``, plain text or TLS (mutual with ``MMAAS_TLS_CLIENT_CA``)."""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1._async import HealthServicer
+from grpc_reflection.v1alpha import reflection
+
+from mmaas.core.errors import MmaasError
+from mmaas.server.grpc.servicer import SERVICE, InferenceServicer, register
+from mmaas.server.inference import ServedModel
+from mmaas.server.settings import Settings
+
+HEALTH_SERVICES = ("", SERVICE)
+
+
+def grpc_server(settings: Settings, model: ServedModel, health: HealthServicer) -> Any:
+    """The server with its services, bound to its port (not started).
+
+    Raises:
+        MmaasError: the port cannot be bound (another server uses it).
+    """
+    options = [
+        ("grpc.max_receive_message_length", -1),
+        ("grpc.max_send_message_length", -1),
+        ("grpc.so_reuseport", 0),
+    ]
+    if settings.max_concurrent_streams:
+        options.append(("grpc.max_concurrent_streams", settings.max_concurrent_streams))
+    server = grpc.aio.server(options=options)
+    register(InferenceServicer(model), server)
+    health_pb2_grpc.add_HealthServicer_to_server(health, server)
+    reflection.enable_server_reflection(
+        (
+            SERVICE,
+            health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+            reflection.SERVICE_NAME,
+        ),
+        server,
+    )
+    address = _address(settings.host, settings.grpc_port)
+    _check_free(settings.host, settings.grpc_port)
+    try:
+        if settings.tls is None:
+            bound = server.add_insecure_port(address)
+        else:
+            bound = server.add_secure_port(address, _credentials(settings))
+    except RuntimeError as exc:
+        bound, reason = 0, str(exc)
+    else:
+        reason = "bind failed"
+    if not bound:
+        raise MmaasError(
+            f"cannot listen on {address} (MMAAS_GRPC_PORT): {reason}; "
+            "is another server using the port?"
+        )
+    return server
+
+
+def _check_free(host: str, port: int) -> None:
+    """Fail with a clear line before gRPC tries (and logs its own error) on a busy port."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host.strip("[]"), port))
+        except OSError as exc:
+            raise MmaasError(
+                f"cannot listen on {_address(host, port)} (MMAAS_GRPC_PORT): "
+                f"{exc.strerror}; is another server using the port?"
+            ) from None
+
+
+def _credentials(settings: Settings) -> grpc.ServerCredentials:
+    tls = settings.tls
+    assert tls is not None
+    client_ca = tls.client_ca.read_bytes() if tls.client_ca else None
+    return grpc.ssl_server_credentials(
+        [(tls.key.read_bytes(), tls.cert.read_bytes())],
+        root_certificates=client_ca,
+        require_client_auth=client_ca is not None,
+    )
+
+
+def _address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
