@@ -1,0 +1,86 @@
+"""mmaas as a wheel: the image wheels hold only what each stage runs and pack to the same
+bytes from the same code; an installed (non-editable) mmaas renders outside a checkout,
+with its templates and protocol stubs read from the installed package."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from mmaas.backends import get_target
+from mmaas.build.wheel import pack_wheel, requirements
+from paths import ROOT
+
+
+def test_image_wheels_hold_their_packages_and_are_reproducible(tmp_path: Path) -> None:
+    target = get_target("onnxruntime")
+    first = pack_wheel(target.runtime_packages, tmp_path / "a")
+    again = pack_wheel(target.runtime_packages, tmp_path / "b")
+    assert first.read_bytes() == again.read_bytes()
+    names = zipfile.ZipFile(first).namelist()
+    assert "mmaas/server/grpc/protocol/grpc_service_pb2.py" in names
+    assert "mmaas/backends/onnxruntime/runtime.py" in names
+    assert not [n for n in names if n.startswith(("mmaas/cli", "mmaas/spec", "mmaas/build"))]
+    assert not [n for n in names if n.startswith("mmaas/backends/tensorrt")]
+    assert any(n.endswith(".dist-info/METADATA") for n in names)
+    runtime = requirements(target.runtime_extras)
+    assert "onnxruntime>=1.18" in runtime and not any(r.startswith("click") for r in runtime)
+
+
+@pytest.mark.slow
+def test_installed_mmaas_renders_outside_a_checkout(tmp_path: Path) -> None:
+    wheels = tmp_path / "wheels"
+    built = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--quiet",
+            "-w",
+            str(wheels),
+            str(ROOT),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert built.returncode == 0, built.stderr[-3000:]
+    (wheel,) = wheels.glob("mmaas-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "mmaas/templates/Dockerfile.onnxruntime.j2" in names
+    assert "mmaas/server/grpc/protocol/grpc_service_pb2.py" in names
+    site = tmp_path / "site"
+    installed = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--target", str(site),
+         str(wheel)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert installed.returncode == 0, installed.stderr[-3000:]
+    model = shutil.copytree(ROOT / "models" / "ppocr-det", tmp_path / "elsewhere" / "det")
+    script = (
+        "import sys, mmaas; print(mmaas.__file__, file=sys.stderr)\n"
+        "import mmaas.server.grpc.servicer\n"
+        "from mmaas.cli import main\n"
+        "sys.argv = ['mmaas', 'render', sys.argv[1], '--buildkit']\n"
+        "main()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(model)],
+        cwd=tmp_path / "elsewhere",
+        env={**os.environ, "PYTHONPATH": str(site)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stderr.splitlines()[0].startswith(str(site))  # the installed copy ran
+    assert "# Rendered by mmaas from templates/Dockerfile.onnxruntime.j2" in done.stdout
+    assert "FROM mmaas/base:bookworm AS framework" in done.stdout
