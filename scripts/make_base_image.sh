@@ -3,7 +3,8 @@
 # debootstrap a minimal Debian bookworm (python3, python3-venv, ca-certificates) from the
 # Debian mirror named in this machine's apt sources, add the host's CA bundle (so pip and
 # other TLS clients inside builds trust a corporate TLS proxy), strip apt lists and docs,
-# and `docker import` the root file system as a single-layer image.
+# and build dockerfiles/base-cpu.Dockerfile (FROM scratch, ADD the root file system as one
+# layer, environment and labels) from it.
 #
 # Usage: scripts/make_base_image.sh [IMAGE]      (run as root; needs debootstrap and docker)
 #        scripts/make_base_image.sh --print-mirror   (print the Debian mirror it would use)
@@ -16,17 +17,17 @@
 #                         (default /etc/ssl/certs/ca-certificates.crt; "none" to skip)
 #   MMAAS_DEBOOTSTRAP_CACHE  where the downloaded .deb files are kept for the next run
 #                         (default /var/cache/mmaas/debootstrap)
-# The image carries the label mmaas.base.recipe=<sha256 of this script>; scripts/setup.sh
-# remakes the image when this script changes.
+# The image carries the label mmaas.base.recipe=<sha256 of this script and the Dockerfile>;
+# scripts/setup.sh remakes the image when either changes (scripts/base_recipe.sh).
 set -euo pipefail
 
 IMAGE=mmaas/base:bookworm
 SUITE=${MMAAS_DEBIAN_SUITE:-bookworm}
 CA_BUNDLE=${MMAAS_CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}
 PACKAGES=python3,python3-venv,ca-certificates
-CA_PATH=/etc/ssl/certs/ca-certificates.crt
 APT_DIR=${MMAAS_APT_DIR:-/etc/apt}
 DEB_CACHE=${MMAAS_DEBOOTSTRAP_CACHE:-/var/cache/mmaas/debootstrap}
+DOCKERFILE=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/dockerfiles/base-cpu.Dockerfile
 
 say() { printf 'make_base_image: %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
@@ -102,17 +103,18 @@ CFG
   : >"$rootfs/etc/machine-id"
 }
 
-import_rootfs() {
-  local rootfs=$1 docker recipe
+build_image() {
+  local rootfs=$1 docker context recipe
   docker=$(docker_client)
-  recipe=$(sha256sum "${BASH_SOURCE[0]}" | cut -d' ' -f1)
-  tar --numeric-owner -C "$rootfs" -c . | "$docker" import \
-    --change "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
-    --change "ENV LANG=C.UTF-8 SSL_CERT_FILE=$CA_PATH REQUESTS_CA_BUNDLE=$CA_PATH PIP_CERT=$CA_PATH" \
-    --change 'CMD ["python3"]' \
-    --change "LABEL mmaas.base.recipe=$recipe org.opencontainers.image.title=mmaas-base" \
-    --change "LABEL org.opencontainers.image.description=\"Debian $SUITE minbase, python3, venv, host CA bundle\"" \
-    --message "scripts/make_base_image.sh ($SUITE)" - "$IMAGE" >/dev/null
+  recipe=$(bash "$(dirname "${BASH_SOURCE[0]}")/base_recipe.sh")
+  context=$(mktemp -d "${TMPDIR:-/tmp}/mmaas-base-context.XXXXXX")
+  tar --numeric-owner -C "$rootfs" -cf "$context/rootfs.tar" .
+  if ! "$docker" build --quiet --file "$DOCKERFILE" \
+      --build-arg "SUITE=$SUITE" --build-arg "RECIPE=$recipe" --tag "$IMAGE" "$context" >/dev/null; then
+    rm -rf "$context"
+    die "docker build of $DOCKERFILE failed"
+  fi
+  rm -rf "$context"
 }
 
 main() {
@@ -139,8 +141,8 @@ main() {
   fi
   rm -f "$log"
   finish_rootfs "$ROOTFS"
-  say "importing as $IMAGE ($(du -sh "$ROOTFS" | cut -f1) root file system)"
-  import_rootfs "$ROOTFS"
+  say "building $IMAGE from $DOCKERFILE ($(du -sh "$ROOTFS" | cut -f1) root file system)"
+  build_image "$ROOTFS"
   say "made $IMAGE in $((SECONDS - started)) s"
 }
 

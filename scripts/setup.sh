@@ -89,7 +89,7 @@ ensure_venv() {
     say "creating $VENV with $("$PYTHON" --version 2>&1)"
     "$PYTHON" -m venv "$VENV"
   fi
-  want=$(cat "$ROOT/pyproject.toml" <("$VENV/bin/python" --version) | sha256sum | cut -d' ' -f1)
+  want=$(cat "$ROOT/pyproject.toml" "$ROOT/setup.py" <("$VENV/bin/python" --version) | sha256sum | cut -d' ' -f1)
   if [[ -f $stamp && $(<"$stamp") == "$want" ]]; then
     say "venv up to date ($VENV)"
     return
@@ -116,7 +116,7 @@ ensure_models() {
 
 ensure_base_image() {
   local recipe label
-  recipe=$(sha256sum "$ROOT/scripts/make_base_image.sh" | cut -d' ' -f1)
+  recipe=$(bash "$ROOT/scripts/base_recipe.sh")
   if label=$("$DOCKER" image inspect -f '{{index .Config.Labels "mmaas.base.recipe"}}' \
       "$BASE_IMAGE" 2>/dev/null); then
     if [[ $label == "$recipe" || $label == "<no value>" || -z $label ]]; then

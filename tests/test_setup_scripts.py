@@ -19,7 +19,13 @@ from docker_fixtures import run_container, wait_for_port
 from mmaas.core import proc
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPTS = ["scripts/setup.sh", "scripts/make_base_image.sh", "scripts/test.sh", ".ci/run"]
+SCRIPTS = [
+    "scripts/setup.sh",
+    "scripts/make_base_image.sh",
+    "scripts/base_recipe.sh",
+    "scripts/test.sh",
+    ".ci/run",
+]
 PEM_BLOCK = re.compile(r"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----", re.S)
 
 
@@ -128,7 +134,10 @@ def test_test_command_fails_when_no_test_is_collected() -> None:
 def test_base_image_has_python_venv_and_the_host_ca_bundle(
     docker_cli: list[str], base_image: str
 ) -> None:
-    recipe = hashlib.sha256((ROOT / "scripts" / "make_base_image.sh").read_bytes()).hexdigest()
+    recipe = hashlib.sha256(
+        (ROOT / "scripts" / "make_base_image.sh").read_bytes()
+        + (ROOT / "dockerfiles" / "base-cpu.Dockerfile").read_bytes()
+    ).hexdigest()
     label = proc.run(
         [
             *docker_cli,

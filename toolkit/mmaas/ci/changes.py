@@ -28,7 +28,7 @@ MODELS_DIR = "models"
 SPEC_FILE = "model.yaml"
 # Build inputs of every image: a change under one of these rebuilds all models. The
 # workflow's `paths:` filters list the same entries (tests/test_workflows.py checks it).
-SHARED_INPUTS = ("toolkit/", "templates/", "dockerfiles/", "pyproject.toml")
+SHARED_INPUTS = ("toolkit/", "templates/", "dockerfiles/", "pyproject.toml", "setup.py")
 DEFAULT_BACKEND: str = ModelSpec.model_fields["backend"].default
 
 
