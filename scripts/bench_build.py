@@ -67,7 +67,10 @@ NAMESPACE = "mmaas-bench"
 SYSTEM_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 SNAPSHOT_ENV = "MMAAS_BENCH_CODE_COMMIT"  # set in the run on the code snapshot
 LAYER_GROUPS = (
-    ("framework", ("requirements-runtime.txt", "image-constraints.txt", "ENV PATH=", "ca-bundle.pem")),
+    (
+        "framework",
+        ("requirements-runtime.txt", "image-constraints.txt", "ENV PATH=", "ca-bundle.pem"),
+    ),
     ("engine + manifest", ("/opt/mmaas/engine", "manifest.json")),
     ("mmaas code", ("COPY wheels/", "mmaas-0.1.0-py3-none-any.whl")),
 )
