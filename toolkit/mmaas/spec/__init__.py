@@ -1,1 +1,3 @@
-"""spec"""
+"""model.yaml -> a validated, completed ModelSpec: YAML with positions (yamlio), the typed
+models (model), load -> complete -> checks with every problem located (errors), profiles,
+the ONNX graph's signature, sources, the model catalog and `mmaas init` (scaffold)."""

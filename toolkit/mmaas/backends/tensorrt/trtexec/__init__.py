@@ -1,1 +1,2 @@
-"""trtexec"""
+"""trtexec: the argument vector of one engine build (argv), shape specs (shapes) and its log
+parser (log)."""
