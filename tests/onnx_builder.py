@@ -14,6 +14,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from mmaas.backends.onnxruntime.settings import OnnxRuntimeSettings
+from mmaas.backends.tensorrt.settings import TensorRTSettings
 from mmaas.core.manifest import ModelInfo, TensorInfo
 
 # One dim: an int (dim_value, may be 0 or -1 as some exporters write), a str (dim_param,
@@ -24,6 +25,19 @@ Tensor = tuple[str, int, Sequence[Dim] | None]  # name, TensorProto elem type, d
 FLOAT = TensorProto.FLOAT
 # The engine settings of a model.yaml that leaves build.onnxruntime at its default.
 ORT_SETTINGS = OnnxRuntimeSettings(graph_optimization_level="all")
+TRT_SETTINGS = TensorRTSettings(  # and the TensorRT engine settings of model.yaml's defaults
+    version="10.13",
+    workspace_mib=2048,
+    timing_cache=True,
+    builder_optimization_level=3,
+    hardware_compatibility_level="none",
+    version_compatible=False,
+    timing_run=True,
+    timing_cache_verify=False,
+    calibration_cache=None,
+    tolerance_atol=0.02,
+    tolerance_rtol=0.02,
+)
 OPSET = 17
 
 

@@ -5,6 +5,7 @@ the one boundary that cannot exist here; those tests say so in their names)."""
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +14,9 @@ import pytest
 from mmaas.backends import CompileRequest, get_compiler, get_runtime
 from mmaas.backends.tensorrt.preflight import main as stage_main
 from mmaas.backends.tensorrt.runtime import TensorRTRuntime
-from mmaas.backends.tensorrt.settings import TensorRTSettings
 from mmaas.core.errors import BuildError, CompatibilityError
 from mmaas.core.manifest import FileRecord, Manifest, ModelInfo, TensorInfo
+from onnx_builder import TRT_SETTINGS
 
 NO_GPU_HERE = shutil.which("nvidia-smi") is None
 MODEL = ModelInfo(
@@ -84,19 +85,7 @@ def test_compile_without_gpu_refuses_before_trtexec_naming_the_routes(tmp_path: 
         MODEL,
         tmp_path / "m.onnx",
         tmp_path / "out",
-        TensorRTSettings(
-            version="10.13",
-            workspace_mib=64,
-            timing_cache=True,
-            builder_optimization_level=3,
-            hardware_compatibility_level="none",
-            version_compatible=False,
-            timing_run=True,
-            timing_cache_verify=False,
-            calibration_cache=None,
-            tolerance_atol=0.02,
-            tolerance_rtol=0.02,
-        ),
+        replace(TRT_SETTINGS, workspace_mib=64),
     )
     with pytest.raises(BuildError) as caught:
         get_compiler("tensorrt").compile(request)

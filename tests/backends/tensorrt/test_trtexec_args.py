@@ -17,20 +17,9 @@ from mmaas.backends.tensorrt.settings import TensorRTSettings
 from mmaas.backends.tensorrt.trtexec.argv import trtexec_argv
 from mmaas.core.errors import SpecError
 from mmaas.core.manifest import ModelInfo, TensorInfo
+from onnx_builder import TRT_SETTINGS
 
-SETTINGS = TensorRTSettings(  # model.yaml's defaults
-    version="10.13",
-    workspace_mib=2048,
-    timing_cache=True,
-    builder_optimization_level=3,
-    hardware_compatibility_level="none",
-    version_compatible=False,
-    timing_run=True,
-    timing_cache_verify=False,
-    calibration_cache=None,
-    tolerance_atol=0.02,
-    tolerance_rtol=0.02,
-)
+SETTINGS = TRT_SETTINGS  # model.yaml's defaults
 PROFILES = {  # full shapes incl. batch, as model.yaml gives them
     "ppocr-det": ((1, 3, 32, 32), (1, 3, 640, 640), (4, 3, 1280, 1280)),
     "ppocr-rec": ((1, 3, 48, 32), (4, 3, 48, 320), (8, 3, 48, 2000)),

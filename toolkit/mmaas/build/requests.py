@@ -16,7 +16,7 @@ from pathlib import Path
 from mmaas.backends import get_target
 from mmaas.core.hashing import bytes_digest
 from mmaas.core.manifest import ModelInfo, TensorInfo
-from mmaas.core.request import AccuracyCheck, BuildRequest, Checks, LatencyCheck, Tolerance
+from mmaas.core.request import BuildRequest, Checks
 from mmaas.spec.model import ChecksSpec, InputSpec, ModelSpec, OutputSpec
 
 # name and version of the engine request's model: neutral, so that the compile's layer
@@ -38,32 +38,9 @@ def model_info(spec: ModelSpec) -> ModelInfo:
 
 
 def checks(spec: ChecksSpec) -> Checks:
-    """``checks:`` of model.yaml as the stage's typed gates."""
-    accuracy, latency = spec.accuracy, spec.latency
-    return Checks(
-        accuracy=None
-        if accuracy is None
-        else AccuracyCheck(
-            atol=accuracy.atol,
-            rtol=accuracy.rtol,
-            min_cosine=accuracy.min_cosine,
-            seed=accuracy.seed,
-            samples=tuple(accuracy.samples),
-            outputs={
-                name: Tolerance(value.atol, value.rtol, value.min_cosine)
-                for name, value in accuracy.outputs.items()
-            },
-        ),
-        latency=None
-        if latency is None
-        else LatencyCheck(
-            p99_ms=latency.p99_ms,
-            runs=latency.runs,
-            warmup=latency.warmup,
-            shapes={name: tuple(dims) for name, dims in latency.shapes.items()},
-            batch=latency.batch,
-        ),
-    )
+    """``checks:`` of model.yaml as the stage's typed gates (one conversion: the JSON form
+    the request file carries)."""
+    return Checks.from_json(spec.model_dump(mode="json"))
 
 
 def engine_request(spec: ModelSpec, source: Path, engine_key: str | None) -> BuildRequest:

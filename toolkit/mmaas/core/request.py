@@ -62,6 +62,33 @@ class Checks:
     accuracy: AccuracyCheck | None = None
     latency: LatencyCheck | None = None
 
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> Checks:
+        """From the JSON form of ``checks:`` (the spec's ``model_dump(mode="json")``, or
+        :func:`dataclasses.asdict` of a Checks). Raises KeyError/TypeError when malformed."""
+        accuracy, latency = raw.get("accuracy"), raw.get("latency")
+        return cls(
+            accuracy=None
+            if accuracy is None
+            else AccuracyCheck(
+                atol=accuracy["atol"],
+                rtol=accuracy["rtol"],
+                min_cosine=accuracy["min_cosine"],
+                seed=accuracy["seed"],
+                samples=tuple(accuracy["samples"]),
+                outputs={name: Tolerance(**value) for name, value in accuracy["outputs"].items()},
+            ),
+            latency=None
+            if latency is None
+            else LatencyCheck(
+                p99_ms=latency["p99_ms"],
+                runs=latency["runs"],
+                warmup=latency["warmup"],
+                shapes={name: tuple(dims) for name, dims in latency["shapes"].items()},
+                batch=latency["batch"],
+            ),
+        )
+
 
 @dataclass(frozen=True)
 class BuildRequest:
@@ -101,33 +128,8 @@ class BuildRequest:
             model=model_info_from_dict(raw["model"]),
             source=raw["source"],
             settings=raw["settings"],
-            checks=_checks(raw["checks"]),
+            checks=Checks.from_json(raw["checks"]),
             samples=tuple(raw["samples"]),
             spec_digest=raw["spec_digest"],
             engine_key=raw["engine_key"],
         )
-
-
-def _checks(raw: Mapping[str, Any]) -> Checks:
-    accuracy, latency = raw.get("accuracy"), raw.get("latency")
-    return Checks(
-        accuracy=None
-        if accuracy is None
-        else AccuracyCheck(
-            atol=accuracy["atol"],
-            rtol=accuracy["rtol"],
-            min_cosine=accuracy["min_cosine"],
-            seed=accuracy["seed"],
-            samples=tuple(accuracy["samples"]),
-            outputs={name: Tolerance(**value) for name, value in accuracy["outputs"].items()},
-        ),
-        latency=None
-        if latency is None
-        else LatencyCheck(
-            p99_ms=latency["p99_ms"],
-            runs=latency["runs"],
-            warmup=latency["warmup"],
-            shapes={name: tuple(dims) for name, dims in latency["shapes"].items()},
-            batch=latency["batch"],
-        ),
-    )
