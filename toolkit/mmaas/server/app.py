@@ -25,7 +25,7 @@ from grpc_health.v1._async import HealthServicer
 
 from mmaas.backends import get_runtime
 from mmaas.core.errors import MmaasError
-from mmaas.core.manifest import Manifest, read_manifest
+from mmaas.core.manifest import Manifest
 from mmaas.server import runtime
 from mmaas.server.batcher import Scheduler
 from mmaas.server.grpc.config import ConfigFacts
@@ -34,17 +34,20 @@ from mmaas.server.inference import ServedModel
 from mmaas.server.logs import configure
 from mmaas.server.metrics import ModelMetrics
 from mmaas.server.settings import Settings
+from mmaas.server.startup import BringUp, begin
 
 log = logging.getLogger("mmaas.server")
 
 
-def serve(settings: Settings) -> None:
+def serve(settings: Settings, started: BringUp | None = None) -> None:
     """Run the server until SIGTERM/SIGINT, then drain and return. Logs go to stderr as
     ``settings.log_format`` says.
 
     Args:
         settings: from :func:`mmaas.server.settings.from_env` (or built by ``mmaas serve``
             with ``model_dir`` pointing at a locally compiled model directory).
+        started: a bring-up already under way (:func:`mmaas.server.startup.begin`), or
+            None to start it here.
 
     Raises:
         IntegrityError: the manifest or engine was altered, or differs from the pin.
@@ -52,12 +55,13 @@ def serve(settings: Settings) -> None:
         MmaasError: a port cannot be bound, or the engine fails to load or warm up.
     """
     configure(settings.log_format, settings.log_level)
-    asyncio.run(run(settings))
+    asyncio.run(run(settings, started))
 
 
-async def run(settings: Settings) -> None:
+async def run(settings: Settings, started: BringUp | None = None) -> None:
     """:func:`serve` as a coroutine (same contract) for callers with their own loop."""
-    manifest = read_manifest(settings.model_dir)
+    started = started or begin(settings)
+    manifest = started.manifest
     model = _served_model(settings, manifest)
     health = HealthServicer()
     for name in HEALTH_SERVICES:
@@ -66,7 +70,7 @@ async def run(settings: Settings) -> None:
     metrics_http = _serve_metrics(settings, model.metrics)
     await server.start()
     try:
-        await _serve_until_stopped(settings, manifest, model, health, server)
+        await _serve_until_stopped(settings, started, model, health, server)
     finally:
         await server.stop(0)
         if metrics_http is not None:
@@ -74,11 +78,12 @@ async def run(settings: Settings) -> None:
 
 
 async def _serve_until_stopped(
-    settings: Settings, manifest: Manifest, model: ServedModel, health: HealthServicer, server: Any
+    settings: Settings, started: BringUp, model: ServedModel, health: HealthServicer, server: Any
 ) -> None:
-    """Bring the model up, mark it SERVING, wait for a stop signal, then drain."""
+    """Wait for the model's bring-up, mark it SERVING, wait for a stop signal, then drain."""
     stop = _stop_event()
-    engines = await _until_stopped(asyncio.to_thread(_bring_up, settings, manifest), stop)
+    manifest = started.manifest
+    engines = await _until_stopped(asyncio.wrap_future(started.engines), stop)
     if engines is not None:
         model.scheduler = Scheduler(engines, _max_batch(manifest), settings.batching, model.metrics)
         model.scheduler.start()
@@ -101,11 +106,6 @@ async def _serve_until_stopped(
     if model.scheduler is not None:
         await model.scheduler.close()
     log.info("stopped")
-
-
-def _bring_up(settings: Settings, manifest: Manifest) -> list[Any]:
-    runtime.verify(settings, manifest)
-    return runtime.load_instances(settings, manifest)
 
 
 async def _until_stopped(work: Any, stop: asyncio.Event) -> Any:

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import socket
 from typing import Any
 
 import grpc
@@ -15,6 +14,7 @@ from grpc_reflection.v1alpha import reflection
 from mmaas.core.errors import MmaasError
 from mmaas.server.grpc.servicer import SERVICE, InferenceServicer, register
 from mmaas.server.inference import ServedModel
+from mmaas.server.ports import check_free, listen_address
 from mmaas.server.settings import Settings
 
 HEALTH_SERVICES = ("", SERVICE)
@@ -44,8 +44,8 @@ def grpc_server(settings: Settings, model: ServedModel, health: HealthServicer) 
         ),
         server,
     )
-    address = _address(settings.host, settings.grpc_port)
-    _check_free(settings.host, settings.grpc_port)
+    address = listen_address(settings.host, settings.grpc_port)
+    check_free(settings.host, settings.grpc_port, "MMAAS_GRPC_PORT")
     try:
         if settings.tls is None:
             bound = server.add_insecure_port(address)
@@ -63,20 +63,6 @@ def grpc_server(settings: Settings, model: ServedModel, health: HealthServicer) 
     return server
 
 
-def _check_free(host: str, port: int) -> None:
-    """Fail with a clear line before gRPC tries (and logs its own error) on a busy port."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((host.strip("[]"), port))
-        except OSError as exc:
-            raise MmaasError(
-                f"cannot listen on {_address(host, port)} (MMAAS_GRPC_PORT): "
-                f"{exc.strerror}; is another server using the port?"
-            ) from None
-
-
 def _credentials(settings: Settings) -> grpc.ServerCredentials:
     tls = settings.tls
     assert tls is not None
@@ -86,7 +72,3 @@ def _credentials(settings: Settings) -> grpc.ServerCredentials:
         root_certificates=client_ca,
         require_client_auth=client_ca is not None,
     )
-
-
-def _address(host: str, port: int) -> str:
-    return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
