@@ -14,7 +14,7 @@ Each back end is one package (``backends/<name>/``) with three parts:
 :data:`BACKENDS` names the three parts as ``"module:attribute"`` and they are imported
 only when asked for, so the server imports only the runtime part of the back end it
 serves (the CPU image never imports TensorRT) and the builder stage only the compiler.
-Adding a back end is its own package plus one line here.
+Adding a back end is its own package plus one entry here.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ if TYPE_CHECKING:  # host-side types of the build-target protocol (never importe
     from mmaas.build.plan import ContextFile
     from mmaas.spec.model import ModelSpec
 
-# The back ends model.yaml's ``backend:`` accepts (the spec's Literal; the registry below
-# must list the same names: tests/backends/test_registry.py checks it).
+# The back ends ``backend:`` accepts (the spec's Literal; tests/backends/test_registry.py
+# checks that the registry lists the same names).
 BackendName = Literal["onnxruntime", "tensorrt"]
 
 
@@ -62,14 +62,13 @@ BACKENDS: dict[str, Parts] = {
     ),
 }
 
-# (shapes by input, runs, warmup) -> {"p50_ms", "p90_ms", "p99_ms", "mean_ms", "max_ms", "timer"}
+# (shapes, runs, warmup) -> {"p50_ms", "p90_ms", "p99_ms", "mean_ms", "max_ms", "timer"}
 LatencyProbe = Callable[[Mapping[str, tuple[int, ...]], int, int], Mapping[str, Any]]
 
 
 @dataclass(frozen=True)
 class CompileRequest:
     """Everything a compiler needs, as the builder stage reads it from the build request.
-
     Attributes:
         model: the served model's tensors, profile and precision.
         source: the ONNX file.
@@ -90,7 +89,6 @@ class CompileRequest:
 @dataclass(frozen=True)
 class CompileResult:
     """What a compile produced.
-
     Attributes:
         engine_file: the engine's file name inside ``out_dir``.
         command: the argv (or API call, as text) that built it, for the manifest.
@@ -133,8 +131,8 @@ class Runtime(Protocol):
         ...
 
     def describe(self) -> dict[str, Any]:
-        """The back end's version and the host facts an engine is tied to (CPU flags, or
-        GPU name, compute capability, driver, CUDA and TensorRT versions)."""
+        """The back end's version and the host facts an engine is tied to (CPU flags; GPU,
+        compute capability, driver, CUDA and TensorRT versions)."""
         ...
 
     def check_compatible(self, manifest: Manifest) -> None:
@@ -176,7 +174,6 @@ class Compiler(Protocol):
 @dataclass(frozen=True)
 class CompileBuild:
     """The compile build of one model as the host pipeline hands it to a build target.
-
     Attributes:
         build: ``build(target_stage)`` runs ``docker build`` of the compile context tagged
             ``tag`` (``target_stage`` None: the whole Dockerfile) and returns the image id.
@@ -245,8 +242,7 @@ class BuildTarget(Protocol):
         ...
 
     def preflight(self, spec: ModelSpec, image: str) -> str | None:
-        """Checks before any Docker work (a GPU for a GPU build); returns an extra tag for
-        the image, or None. Raises BuildError."""
+        """Checks before any Docker work (a GPU); an extra image tag or None. BuildError."""
         ...
 
     def compile_engine(self, build: CompileBuild) -> Path:
@@ -271,18 +267,6 @@ class BuildTarget(Protocol):
         ...
 
 
-def _load(target: str) -> Any:
-    module_name, attribute = target.split(":")
-    return getattr(importlib.import_module(module_name), attribute)()
-
-
-def _parts(name: str) -> Parts:
-    try:
-        return BACKENDS[name]
-    except KeyError as exc:
-        raise UsageError(f"unknown backend {name!r}; known: {', '.join(sorted(BACKENDS))}") from exc
-
-
 def get_runtime(name: str) -> Runtime:
     """The runtime part of back end ``name``.
 
@@ -303,3 +287,14 @@ def get_target(name: str) -> BuildTarget:
     """The build target of back end ``name``. Raises UsageError for an unknown name."""
     target: BuildTarget = _load(_parts(name).target)
     return target
+
+
+def _parts(name: str) -> Parts:
+    if name not in BACKENDS:
+        raise UsageError(f"unknown backend {name!r}; known: {', '.join(sorted(BACKENDS))}")
+    return BACKENDS[name]
+
+
+def _load(target: str) -> Any:
+    module_name, attribute = target.split(":")
+    return getattr(importlib.import_module(module_name), attribute)()
