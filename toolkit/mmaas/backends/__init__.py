@@ -2,18 +2,15 @@
 
 Each back end is one package (``backends/<name>/``) with three parts:
 
-* its **runtime part** (:class:`Runtime`): loads an engine in the server, describes the
-  host facts an engine is tied to, refuses an engine this host cannot run;
-* its **compiler part** (:class:`Compiler`): runs inside the builder stage and turns an
-  ONNX file into an engine (plus its data files and, where the back end has one, its own
-  latency timer for the build's latency gate);
-* its **build target** (:class:`BuildTarget`): what ``mmaas build`` on the host needs to
-  make this back end's image (template and its values, builder image, compile route,
-  engine settings, labels, validation, the packages and extras of each image).
+* **runtime** (:class:`Runtime`, in the server): load an engine, describe the host facts
+  it is tied to, refuse one this host cannot run;
+* **compiler** (:class:`Compiler`, in the builder stage): ONNX -> engine, its data files,
+  its own latency timer if it has one;
+* **build target** (:class:`BuildTarget`, on the host): what ``mmaas build`` needs to make
+  its image (recipe, values, builder image, compile route, settings, labels, checks).
 
-:data:`BACKENDS` names the three parts as ``"module:attribute"`` and they are imported
-only when asked for, so the server imports only the runtime part of the back end it
-serves (the CPU image never imports TensorRT) and the builder stage only the compiler.
+:data:`BACKENDS` names them as ``"module:attribute"``, imported only when asked for: the
+server imports only the runtime part it serves, the builder stage only the compiler.
 Adding a back end is its own package plus one entry here.
 """
 
@@ -34,7 +31,7 @@ if TYPE_CHECKING:  # host-side types of the build-target protocol (never importe
     from mmaas.build.plan import ContextFile
     from mmaas.spec.model import ModelSpec
 
-# The back ends ``backend:`` accepts (the spec's Literal; tests/backends/test_registry.py
+# The back ends ``backend:`` accepts (the spec's Literal; tests/test_backend_registry.py
 # checks that the registry lists the same names).
 BackendName = Literal["onnxruntime", "tensorrt"]
 
@@ -73,9 +70,8 @@ class CompileRequest:
         model: the served model's tensors, profile and precision.
         source: the ONNX file.
         out_dir: where the engine (and any side files) go.
-        settings: the back end's own engine settings, typed (e.g.
-            :class:`mmaas.backends.tensorrt.settings.TensorRTSettings`), as its build target
-            made them from model.yaml and its compiler read them back.
+        settings: the back end's own typed engine settings (e.g. ``TensorRTSettings``),
+            made by its build target, read back by its compiler.
         cache_dir: a persisted directory for timing caches, or None.
     """
 
@@ -92,7 +88,7 @@ class CompileResult:
     Attributes:
         engine_file: the engine's file name inside ``out_dir``.
         command: the argv (or API call, as text) that built it, for the manifest.
-        report: back-end specific build report (timings in ms, tool output summary).
+        report: the back end's build report (timings in ms, tool output summary).
     """
 
     engine_file: str
@@ -103,11 +99,9 @@ class CompileResult:
 class Engine(Protocol):
     """A loaded engine, safe to call from one thread at a time."""
 
-    def infer(
-        self, inputs: Mapping[str, np.ndarray], outputs: Sequence[str]
-    ) -> dict[str, np.ndarray]:
-        """Run once. ``inputs`` maps every input name to an array of its datatype and a
-        shape inside the profile; returns the named ``outputs`` as arrays."""
+    def infer(self, inputs: Mapping[str, np.ndarray], outputs: Sequence[str]) -> dict[str, Any]:
+        """Run once. ``inputs``: every input's array (its datatype, a shape inside the
+        profile); returns the named ``outputs`` as numpy arrays."""
         ...
 
 
@@ -116,8 +110,7 @@ class Runtime(Protocol):
 
     Attributes:
         name: the registry name (``manifest.model.backend``).
-        platform: Triton's ``platform`` for ModelMetadata / ModelConfig
-            (``onnxruntime_onnx``, ``tensorrt_plan``).
+        platform: Triton's ``platform`` (``onnxruntime_onnx``, ``tensorrt_plan``).
         device_kind: Triton's instance group kind, ``"CPU"`` or ``"GPU"``.
     """
 
@@ -172,11 +165,21 @@ class Compiler(Protocol):
 
 
 @dataclass(frozen=True)
+class ImageRecipe:
+    """A model's Dockerfile template (``templates/``) and the mmaas extras its runtime and
+    builder stages install; per spec, so a back end may choose by device or provider."""
+
+    template: str
+    runtime_extras: tuple[str, ...]
+    builder_extras: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class CompileBuild:
     """The compile build of one model as the host pipeline hands it to a build target.
     Attributes:
-        build: ``build(target_stage)`` runs ``docker build`` of the compile context tagged
-            ``tag`` (``target_stage`` None: the whole Dockerfile) and returns the image id.
+        build: ``build(stage)`` runs ``docker build`` of the compile context tagged ``tag``
+            (``stage`` None: the whole Dockerfile) and returns the image id.
         tag: the compile image's tag.
         docker: the Docker client's argv prefix.
         work: a scratch directory the target may write into.
@@ -193,22 +196,20 @@ class BuildTarget(Protocol):
 
     Attributes:
         name: the registry name.
-        template: the Dockerfile template under ``templates/``.
         precisions: the ``target_precision`` values it builds.
         runs_on_gpu: its images are built and served on a GPU (CI runner choice).
-        runtime_extras, builder_extras: the mmaas extras (``pyproject.toml``) the runtime
-            image and the builder stage install.
         runtime_packages, builder_packages: the mmaas subpackages each image's wheel holds.
     """
 
     name: str
-    template: str
     precisions: tuple[str, ...]
     runs_on_gpu: bool
-    runtime_extras: tuple[str, ...]
-    builder_extras: tuple[str, ...]
     runtime_packages: tuple[str, ...]
     builder_packages: tuple[str, ...]
+
+    def recipe(self, spec: ModelSpec) -> ImageRecipe:
+        """The template and the per-stage extras of ``spec``'s image."""
+        ...
 
     def check_input(self, name: str) -> str | None:
         """Why this back end cannot take an input called ``name`` (e.g. a name trtexec
@@ -262,8 +263,7 @@ class BuildTarget(Protocol):
         image: str,
         env: str,
     ) -> list[str]:
-        """The commands ``mmaas render`` prints: what ``mmaas build`` runs, one per line
-        (``env``, e.g. ``DOCKER_BUILDKIT=1 ``, prefixes each ``docker build``)."""
+        """What ``mmaas build`` runs, one line each (``env`` prefixes a ``docker build``)."""
         ...
 
 

@@ -139,6 +139,7 @@ def make_plan(
         **spec.image.labels,
     }
     wheel = f"mmaas-{metadata.version('mmaas')}-py3-none-any.whl"
+    recipe = target.recipe(spec)
     values = {
         "base_image": spec.image.base_image,
         "buildkit": buildkit,
@@ -146,8 +147,8 @@ def make_plan(
         "phase": "compile" if engine_dir is None else "package",
         "model_dir": MODEL_DIR,
         "engine_dir": ENGINE_DIR,
-        "builder_wheel": f"/opt/mmaas/{BUILDER_WHEEL}/{wheel}[{','.join(target.builder_extras)}]",
-        "runtime_wheel": f"/opt/mmaas/{RUNTIME_WHEEL}/{wheel}[{','.join(target.runtime_extras)}]",
+        "builder_wheel": f"/opt/mmaas/{BUILDER_WHEEL}/{wheel}[{','.join(recipe.builder_extras)}]",
+        "runtime_wheel": f"/opt/mmaas/{RUNTIME_WHEEL}/{wheel}[{','.join(recipe.runtime_extras)}]",
         "env": runtime_env(spec),
         "ports": [port for port in (spec.runtime.grpc_port, spec.runtime.metrics_port) if port],
         "labels": labels,
@@ -156,14 +157,14 @@ def make_plan(
     generated = {
         "build-request.json": stamped.to_json(),
         CONSTRAINTS: constraints_text(),
-        "requirements-builder.txt": _lines(requirements(target.builder_extras)),
-        "requirements-runtime.txt": _lines(requirements(target.runtime_extras)),
+        "requirements-builder.txt": _lines(requirements(recipe.builder_extras)),
+        "requirements-runtime.txt": _lines(requirements(recipe.runtime_extras)),
     }
     if engine_dir is None:
         generated["engine-request.json"] = engine_request(spec, source, engine_key).to_json()
     plan = BuildPlan(
         image=f"{spec.image_repository}:{spec.image_tag}",
-        template=target.template,
+        template=recipe.template,
         values=values,
         files=tuple(files),
         wheels=tuple(wheels),

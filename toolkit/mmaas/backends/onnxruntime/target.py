@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mmaas.backends import CompileBuild
+from mmaas.backends import CompileBuild, ImageRecipe
 from mmaas.backends.onnxruntime.runtime import OnnxRuntimeRuntime
 from mmaas.backends.onnxruntime.settings import OnnxRuntimeSettings
 from mmaas.build.cache.registry import remove_image
@@ -29,13 +29,14 @@ class OnnxRuntimeTarget:
     """The build target of the CPU back end; see the module docstring."""
 
     name = "onnxruntime"
-    template = "Dockerfile.onnxruntime.j2"
     precisions = ("fp32",)
     runs_on_gpu = False
-    runtime_extras = ("server", "onnxruntime")
-    builder_extras = ("onnxruntime",)
     runtime_packages = ("mmaas.core", "mmaas.server", "mmaas.backends.onnxruntime")
     builder_packages = ("mmaas.core", "mmaas.stage", "mmaas.backends.onnxruntime")
+
+    def recipe(self, spec: ModelSpec) -> ImageRecipe:
+        """The CPU template; runtime: the server and ONNX Runtime; builder: ONNX Runtime."""
+        return ImageRecipe("Dockerfile.onnxruntime.j2", ("server", "onnxruntime"), ("onnxruntime",))
 
     def check_input(self, name: str) -> str | None:
         """Any input name is fine (ONNX Runtime takes names as they are)."""

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mmaas.backends import CompileBuild
+from mmaas.backends import CompileBuild, ImageRecipe
 from mmaas.backends.tensorrt.gpu_route import (
     BUILDER_TARGET,
     compile_on_gpu,
@@ -38,15 +38,16 @@ class TensorRTTarget:
     """The build target of the GPU back end; see the module docstring."""
 
     name = "tensorrt"
-    template = "Dockerfile.tensorrt.j2"
     precisions = ("fp32", "tf32", "fp16", "bf16", "int8", "fp8")
     runs_on_gpu = True
-    # TensorRT and cuda-python come from the builder image's release (templates/
-    # Dockerfile.tensorrt.j2 pins them per build): no extra of their own here.
-    runtime_extras = ("server",)
-    builder_extras = ("onnxruntime", "tensorrt")
     runtime_packages = ("mmaas.core", "mmaas.server", "mmaas.backends.tensorrt")
     builder_packages = ("mmaas.core", "mmaas.stage", "mmaas.backends.tensorrt")
+
+    def recipe(self, spec: ModelSpec) -> ImageRecipe:
+        """The GPU template; runtime: the server only (TensorRT and cuda-python come from
+        the builder image's release, pinned per build by the template); builder: the
+        TensorRT compiler's extras and ONNX Runtime (the accuracy gate's reference)."""
+        return ImageRecipe("Dockerfile.tensorrt.j2", ("server",), ("onnxruntime", "tensorrt"))
 
     def check_input(self, name: str) -> str | None:
         """A name trtexec's shape flags cannot quote (``'`` or ``,``; C1)."""

@@ -11,6 +11,8 @@ import pytest
 from mmaas.backends import BACKENDS, BackendName, get_compiler, get_runtime, get_target
 from mmaas.build.wheel import installed_root
 from mmaas.core.errors import UsageError
+from mmaas.spec.load import load_spec
+from paths import ROOT
 
 
 def test_the_spec_and_the_registry_name_the_same_back_ends() -> None:
@@ -23,8 +25,10 @@ def test_every_part_loads_and_keeps_its_protocol(name: str) -> None:
     assert runtime.name == compiler.name == target.name == name
     assert runtime.device_kind in ("CPU", "GPU") and runtime.platform
     assert compiler.runtime.name == name
-    assert target.template == f"Dockerfile.{name}.j2" and target.precisions
-    assert "server" in target.runtime_extras
+    spec = load_spec(ROOT / "models" / "ppocr-det").spec.model_copy(update={"backend": name})
+    recipe = target.recipe(spec)
+    assert recipe.template == f"Dockerfile.{name}.j2" and target.precisions
+    assert "server" in recipe.runtime_extras and recipe.builder_extras
     for package in (*target.runtime_packages, *target.builder_packages):
         assert installed_root().joinpath(*package.split(".")[1:], "__init__.py").is_file()
     assert "mmaas.server" in target.runtime_packages
