@@ -19,6 +19,7 @@ def main(environ: Mapping[str, str] | None = None) -> int:
         settings = from_env(environ)
         configure(settings.log_format, settings.log_level)
         started = begin(settings)
+        started.wait_imported()
         from mmaas.server.app import serve  # the front ends load while the engine does
 
         serve(settings, started)

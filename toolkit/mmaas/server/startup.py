@@ -1,12 +1,15 @@
 """Start-up ahead of the server: the model's bring-up (re-hash the engine, check the host,
 load and warm up the instances: :mod:`mmaas.server.runtime`) runs in a thread started
-before the front ends are even imported, so that the engine's load and warm-up (ONNX
-Runtime releases the GIL while it runs) overlap the imports and the set-up of the gRPC
-server. Imports only the manifest here; the back end and numpy load in that thread.
+before the front ends are even imported. The thread imports the back end's runtime part
+(numpy, ONNX Runtime) first, while the main thread waits (:meth:`BringUp.wait_imported`:
+two threads importing only contend for the GIL); then the engine's hash check, load and
+warm-up (blake3 and ONNX Runtime release the GIL) overlap the front ends' imports and the
+gRPC server's set-up. Imports only the manifest here.
 """
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +26,11 @@ class BringUp:
 
     manifest: Manifest
     engines: Future[list[Any]]
+    imported: threading.Event
+
+    def wait_imported(self, timeout_s: float = 60.0) -> None:
+        """Wait until the bring-up thread has imported the back end (or failed)."""
+        self.imported.wait(timeout_s)
 
 
 def begin(settings: Settings) -> BringUp:
@@ -37,15 +45,22 @@ def begin(settings: Settings) -> BringUp:
         fix = "set another port or 0 to turn metrics off"
         check_free(settings.host, settings.metrics_port, "MMAAS_METRICS_PORT", fix)
     manifest = read_manifest(settings.model_dir)
+    imported = threading.Event()
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mmaas-bring-up")
-    engines = pool.submit(bring_up, settings, manifest)
+    engines = pool.submit(bring_up, settings, manifest, imported)
     pool.shutdown(wait=False)
-    return BringUp(manifest, engines)
+    return BringUp(manifest, engines, imported)
 
 
-def bring_up(settings: Settings, manifest: Manifest) -> list[Any]:
-    """Verify the engine and the host, then load and warm up the instances."""
-    from mmaas.server import runtime
+def bring_up(settings: Settings, manifest: Manifest, imported: threading.Event) -> list[Any]:
+    """Import the back end's runtime part (then set ``imported``), verify the engine and
+    the host, then load and warm up the instances."""
+    try:
+        from mmaas.backends import get_runtime
+        from mmaas.server import runtime
 
+        get_runtime(manifest.model.backend)
+    finally:
+        imported.set()
     runtime.verify(settings, manifest)
     return runtime.load_instances(settings, manifest)
