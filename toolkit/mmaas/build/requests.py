@@ -81,9 +81,9 @@ def _request(
 
 
 def _tensor(spec: InputSpec | OutputSpec) -> TensorInfo:
-    profile = (
-        {"min": spec.min, "opt": spec.opt, "max": spec.max} if isinstance(spec, InputSpec) else {}
+    tensor = TensorInfo(
+        name=spec.name, datatype=spec.datatype or "FP32", shape=tuple(spec.shape or ())
     )
-    return TensorInfo(
-        name=spec.name, datatype=spec.datatype or "FP32", shape=tuple(spec.shape or ()), **profile
-    )
+    if isinstance(spec, InputSpec):
+        return replace(tensor, min=spec.min, opt=spec.opt, max=spec.max)
+    return tensor

@@ -39,6 +39,8 @@ class TensorInfo:
         datatype: KServe v2 datatype string (``FP32``, ``FP16``, ``INT64``, ``BYTES``...).
         shape: full shape including the batch axis; ``-1`` marks a dynamic dim.
         min, opt, max: the optimization profile (inputs only; None for outputs).
+        optional: a request may leave this input out (Triton's ``ModelInput.optional``;
+            pipeline models only: an engine takes every input).
     """
 
     name: str
@@ -47,6 +49,7 @@ class TensorInfo:
     min: tuple[int, ...] | None = None
     opt: tuple[int, ...] | None = None
     max: tuple[int, ...] | None = None
+    optional: bool = False
 
 
 @dataclass(frozen=True)
@@ -206,6 +209,7 @@ def _tensor(raw: dict[str, Any]) -> TensorInfo:
         min=dims("min"),
         opt=dims("opt"),
         max=dims("max"),
+        optional=raw.get("optional", False),
     )
 
 

@@ -1,9 +1,10 @@
 """The runtime server: a ``grpc.aio`` server with the KServe v2 inference service, the
 standard ``grpc.health.v1`` health service, gRPC reflection and Prometheus metrics.
 
-Life cycle (docs/design.md): read and self-check the manifest, open the port with
-health NOT_SERVING, re-hash the engine (+ ``MMAAS_EXPECTED_ENGINE``), check the host,
-load ``MMAAS_INSTANCE_COUNT`` engines and warm them up at the opt shapes, then SERVING.
+Life cycle (docs/design.md): read and self-check the manifest, register the models of
+the repository (each ``loading``), open the port with health NOT_SERVING, re-hash the
+engine (+ ``MMAAS_EXPECTED_ENGINE``), check the host, load ``MMAAS_INSTANCE_COUNT``
+engines and warm them up at the opt shapes, start each model's executor, then SERVING.
 Any failure before ready raises (``python -m mmaas.server`` prints one line and exits 1):
 the model is never served. On SIGTERM/SIGINT: NOT_SERVING, stop taking requests, finish
 every in-flight and queued request within ``MMAAS_SHUTDOWN_GRACE_S``, return (exit 0).
@@ -28,11 +29,10 @@ from mmaas.core.errors import MmaasError
 from mmaas.core.manifest import Manifest
 from mmaas.server import runtime
 from mmaas.server.batcher import Scheduler
-from mmaas.server.grpc.config import ConfigFacts
 from mmaas.server.grpc.server import HEALTH_SERVICES, grpc_server
-from mmaas.server.inference import ServedModel
 from mmaas.server.logs import configure
-from mmaas.server.metrics import ModelMetrics
+from mmaas.server.metrics import ModelMetrics, serve_http
+from mmaas.server.repository import ConfigFacts, Executor, Repository, ServedModel
 from mmaas.server.settings import Settings
 from mmaas.server.startup import BringUp, begin
 
@@ -61,16 +61,15 @@ def serve(settings: Settings, started: BringUp | None = None) -> None:
 async def run(settings: Settings, started: BringUp | None = None) -> None:
     """:func:`serve` as a coroutine (same contract) for callers with their own loop."""
     started = started or begin(settings)
-    manifest = started.manifest
-    model = _served_model(settings, manifest)
+    repository = Repository([_served_model(settings, started.manifest)])
     health = HealthServicer()
     for name in HEALTH_SERVICES:
         await health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
-    server = grpc_server(settings, model, health)
-    metrics_http = _serve_metrics(settings, model.metrics)
+    server = grpc_server(settings, repository, health)
+    metrics_http = _serve_metrics(settings, repository)
     await server.start()
     try:
-        await _serve_until_stopped(settings, started, model, health, server)
+        await _serve_until_stopped(settings, started, repository, health, server)
     finally:
         await server.stop(0)
         if metrics_http is not None:
@@ -78,16 +77,25 @@ async def run(settings: Settings, started: BringUp | None = None) -> None:
 
 
 async def _serve_until_stopped(
-    settings: Settings, started: BringUp, model: ServedModel, health: HealthServicer, server: Any
+    settings: Settings,
+    started: BringUp,
+    repository: Repository,
+    health: HealthServicer,
+    server: Any,
 ) -> None:
-    """Wait for the model's bring-up, mark it SERVING, wait for a stop signal, then drain."""
+    """Wait for the bring-up, start the executors, mark every model ready and the server
+    SERVING, wait for a stop signal, then drain."""
     stop = _stop_event()
     manifest = started.manifest
+    executors: list[Executor] = []
     engines = await _until_stopped(asyncio.wrap_future(started.engines), stop)
     if engines is not None:
-        model.scheduler = Scheduler(engines, _max_batch(manifest), settings.batching, model.metrics)
-        model.scheduler.start()
-        model.state = "ready"
+        model = repository.get(manifest.model.name, manifest.model.version)
+        model.executor = Scheduler(engines, _max_batch(manifest), settings.batching, model.metrics)
+        executors.append(model.executor)
+        for executor in executors:
+            executor.start()
+        repository.set_state("ready")
         for name in HEALTH_SERVICES:
             await health.set(name, health_pb2.HealthCheckResponse.SERVING)
         log.info(
@@ -100,11 +108,11 @@ async def _serve_until_stopped(
         )
         await stop.wait()
     log.info("draining: finishing in-flight requests (grace %.1f s)", settings.shutdown_grace_s)
-    model.state = "draining"
+    repository.set_state("draining")
     await health.enter_graceful_shutdown()
     await server.stop(settings.shutdown_grace_s)
-    if model.scheduler is not None:
-        await model.scheduler.close()
+    for executor in executors:
+        await executor.close()
     log.info("stopped")
 
 
@@ -144,11 +152,11 @@ def _max_batch(manifest: Manifest) -> int:
     return min([info.max_batch_size, *(t.max[0] for t in info.inputs if t.max)])
 
 
-def _serve_metrics(settings: Settings, metrics: ModelMetrics) -> Any:
+def _serve_metrics(settings: Settings, repository: Repository) -> Any:
     if not settings.metrics_port:
         return None
     try:
-        return metrics.serve_http(settings.host, settings.metrics_port)
+        return serve_http(settings.host, settings.metrics_port, repository.metrics)
     except OSError as exc:
         raise MmaasError(
             f"cannot serve metrics on {settings.host}:{settings.metrics_port} "

@@ -1,8 +1,17 @@
-"""The one request path behind every front end: look the model up, check the request
-against the served signature, queue it on the scheduler, check the response, and account
-for it in the statistics. Protocol-neutral: a front end (``mmaas.server.grpc``; an HTTP/REST
-one beside it) decodes its wire format into names, datatypes, shapes and numpy arrays,
-calls :class:`InferencePath`, and encodes the result or the :class:`Failure` back.
+"""The one request path behind every front end: look the model up in the repository,
+check the request against that model's signature, hand it to the model's executor, check
+the response, and account for it in that model's statistics. Protocol-neutral: a front end
+(``mmaas.server.grpc``; an HTTP/REST one beside it) decodes its wire format into names,
+datatypes, shapes and numpy arrays, calls :class:`InferencePath`, and encodes the result or
+the :class:`Failure` back::
+
+    model = path.lookup(name, version)                 # NotFound
+    async with path.accounted(model, request_id) as outcome:
+        try:
+            outputs = path.admit(model, size, headers, requested)
+            results = await path.run(model, arrays, outputs, deadline_s)
+        except Exception as exc:
+            failure = outcome.failed(exc)              # answer failure.status / .message
 """
 
 from __future__ import annotations
@@ -14,16 +23,13 @@ import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from mmaas.core.errors import InputError
-from mmaas.core.manifest import ModelInfo
-from mmaas.server.batcher import Scheduler
-from mmaas.server.metrics import ModelMetrics
+from mmaas.server.repository import Repository, ServedModel
 from mmaas.server.signature import check_inputs, resolve_outputs
-from mmaas.server.status import NotFound, RequestError, ResourceExhausted, Unavailable
+from mmaas.server.status import RequestError, ResourceExhausted, Unavailable
 
 REJECTED = {"INVALID_ARGUMENT", "NOT_FOUND", "RESOURCE_EXHAUSTED", "UNAVAILABLE"}
 NOT_READY = {
@@ -33,26 +39,6 @@ NOT_READY = {
 }
 log = logging.getLogger("mmaas.server")
 Header = tuple[str, str, Sequence[int]]  # (name, datatype, shape) of a request input
-
-
-@dataclass
-class ServedModel:
-    """What the front ends serve: the signature, the message limit in bytes, statistics,
-    the runtime facts the model config reports (``config``: a front end's own type), the
-    scheduler (set when loaded) and the ``state``: ``loading``, then ``ready`` (health
-    SERVING), then ``draining`` after SIGTERM."""
-
-    info: ModelInfo
-    message_limit: int
-    metrics: ModelMetrics
-    config: Any
-    scheduler: Scheduler | None = None
-    state: str = "loading"
-
-    @property
-    def ready(self) -> bool:
-        """True while requests are taken (KServe v2 ServerReady / ModelReady)."""
-        return self.state == "ready"
 
 
 @dataclass(frozen=True)
@@ -76,79 +62,67 @@ def failure_of(exc: Exception) -> Failure:
 
 
 class InferencePath:
-    """The request path over one :class:`ServedModel` (see the module docstring)."""
+    """The request path over a :class:`~mmaas.server.repository.Repository` (see the
+    module docstring)."""
 
-    def __init__(self, model: ServedModel) -> None:
-        self.model = model
+    def __init__(self, repository: Repository) -> None:
+        self.repository = repository
 
-    def lookup(self, name: str, version: str) -> ModelInfo:
-        """The served model's signature when ``name`` and ``version`` ("" = any) name it.
+    def lookup(self, name: str, version: str) -> ServedModel:
+        """The model ``name`` at ``version`` ("" = its latest).
 
         Raises:
             NotFound: another model or version (KServe v2 semantics).
         """
-        info = self.model.info
-        if name != info.name:
-            raise NotFound(
-                f"unknown model {name!r} in model_name; this server serves "
-                f"{info.name!r} (version {info.version!r})"
-            )
-        if version not in ("", info.version):
-            raise NotFound(
-                f"model {name!r} has no version {version!r} (model_version); "
-                f"it serves version {info.version!r}, or leave model_version empty"
-            )
-        return info
+        return self.repository.get(name, version)
 
     def admit(
-        self, name: str, version: str, size: int, inputs: Sequence[Header], outputs: Sequence[str]
+        self,
+        model: ServedModel,
+        size: int,
+        inputs: Sequence[Header],
+        outputs: Sequence[str],
     ) -> list[str]:
-        """Check a request before its data is decoded: the model, readiness, its size in
+        """Check a request for ``model`` before its data is decoded: readiness, its size in
         bytes, its inputs' names, datatypes and shapes; return the outputs to compute.
 
         Raises:
-            NotFound, Unavailable, ResourceExhausted, InvalidArgument.
+            Unavailable, ResourceExhausted, InvalidArgument.
         """
-        info = self.lookup(name, version)
-        if self.model.scheduler is None or not self.model.ready:
-            raise Unavailable(NOT_READY[self.model.state])
-        self.check_size("request", size)
-        check_inputs(info, inputs)
-        return resolve_outputs(info, outputs)
+        if not model.ready:
+            raise Unavailable(NOT_READY.get(model.state, NOT_READY["loading"]))
+        check_size(model, "request", size)
+        check_inputs(model.info, inputs)
+        return resolve_outputs(model.info, outputs)
 
     async def run(
-        self, arrays: Mapping[str, np.ndarray], outputs: Sequence[str], deadline_s: float | None
+        self,
+        model: ServedModel,
+        arrays: Mapping[str, np.ndarray],
+        outputs: Sequence[str],
+        deadline_s: float | None,
     ) -> dict[str, np.ndarray]:
-        """Queue the decoded inputs on the scheduler (``deadline_s``: seconds the client
-        still waits, or None) and return the named outputs.
+        """Hand the decoded inputs to ``model``'s executor (``deadline_s``: seconds the
+        client still waits, or None) and return the named outputs.
 
         Raises:
             Unavailable, ResourceExhausted, DeadlineExceeded, InputError, the engine's error.
         """
-        scheduler = self.model.scheduler
-        if scheduler is None or not self.model.ready:
-            raise Unavailable(NOT_READY[self.model.state])
-        results = await scheduler.infer(dict(arrays), list(outputs), deadline_s)
-        self.check_size("response", sum(array.nbytes for array in results.values()))
+        executor = model.executor
+        if executor is None or not model.ready:
+            raise Unavailable(NOT_READY.get(model.state, NOT_READY["loading"]))
+        results = await executor.infer(dict(arrays), list(outputs), deadline_s)
+        check_size(model, "response", sum(array.nbytes for array in results.values()))
         return results
 
-    def check_size(self, what: str, size: int) -> None:
-        """Raise ResourceExhausted when a message of ``size`` bytes is over the limit."""
-        limit = self.model.message_limit
-        if size > limit:
-            raise ResourceExhausted(
-                f"{what} is {size} bytes, over the server's limit of {limit} bytes "
-                "(MMAAS_MAX_MESSAGE_SIZE; set it, or runtime.max_message_size in model.yaml "
-                "and rebuild, to raise it), or send smaller batches"
-            )
-
     @asynccontextmanager
-    async def accounted(self, request_id: str) -> AsyncIterator[Outcome]:
-        """Count one request in the statistics and log its outcome; the block reports a
-        failure with :meth:`Outcome.failed`. A cancelled request counts as ``CANCELED``."""
+    async def accounted(self, model: ServedModel, request_id: str) -> AsyncIterator[Outcome]:
+        """Count one request in ``model``'s statistics and log its outcome; the block
+        reports a failure with :meth:`Outcome.failed`. A cancelled request counts as
+        ``CANCELED``."""
         started = time.perf_counter_ns()
-        self.model.metrics.request_started()
-        outcome = Outcome(request_id)
+        model.metrics.request_started()
+        outcome = Outcome(request_id, model.name)
         try:
             yield outcome
         except asyncio.CancelledError:
@@ -156,23 +130,36 @@ class InferencePath:
             raise
         finally:
             duration_ns = time.perf_counter_ns() - started
-            self.model.metrics.request_finished(duration_ns, outcome.reason)
+            model.metrics.request_finished(duration_ns, outcome.reason)
             if outcome.reason is None and log.isEnabledFor(logging.DEBUG):
                 log.debug(
                     "request served",
                     extra={
                         "request_id": request_id or uuid.uuid4().hex,
+                        "model": model.name,
                         "status": "OK",
                         "duration_ms": round(duration_ns / 1e6, 3),
                     },
                 )
 
 
+def check_size(model: ServedModel, what: str, size: int) -> None:
+    """Raise ResourceExhausted when a message of ``size`` bytes is over ``model``'s limit."""
+    limit = model.message_limit
+    if size > limit:
+        raise ResourceExhausted(
+            f"{what} is {size} bytes, over the server's limit of {limit} bytes "
+            "(MMAAS_MAX_MESSAGE_SIZE; set it, or runtime.max_message_size in model.yaml "
+            "and rebuild, to raise it), or send smaller batches"
+        )
+
+
 class Outcome:
     """How one accounted request ended: ``reason`` stays None for a success."""
 
-    def __init__(self, request_id: str) -> None:
+    def __init__(self, request_id: str, model: str = "") -> None:
         self.request_id = request_id
+        self.model = model
         self.reason: str | None = None
 
     def failed(self, exc: Exception) -> Failure:
@@ -186,6 +173,10 @@ class Outcome:
             failure.status,
             failure.message,
             exc_info=exc if failure.reason == "BACKEND" else None,
-            extra={"request_id": self.request_id or "-", "status": failure.status},
+            extra={
+                "request_id": self.request_id or "-",
+                "model": self.model or "-",
+                "status": failure.status,
+            },
         )
         return failure

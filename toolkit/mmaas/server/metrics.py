@@ -1,9 +1,9 @@
 """Inference statistics, exposed as Prometheus metrics with Triton's names and as KServe v2
 / Triton ``ModelStatistics``.
 
-Prometheus (text format on ``MMAAS_METRICS_PORT``, path ``/metrics``), labels
-``model`` and ``version``; counters are cumulative, durations in microseconds, exactly
-as Triton names them so existing dashboards work:
+Prometheus (text format on ``MMAAS_METRICS_PORT``, path ``/metrics``), one sample per
+model of the repository, labels ``model`` and ``version``; counters are cumulative,
+durations in microseconds, exactly as Triton names them so existing dashboards work:
 
 - ``nv_inference_request_success``, ``nv_inference_request_failure`` (+ ``reason``:
   REJECTED = refused request, CANCELED, BACKEND = the engine failed, OTHER)
@@ -24,6 +24,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -113,104 +114,98 @@ class ModelMetrics:
                 "last_inference_ms": self.last_inference_ms,
             }
 
-    def exposition(self) -> str:
-        """Every metric in the Prometheus text format 0.0.4, Triton's names verbatim
-        (counters carry no ``_total`` suffix, as Triton exposes them)."""
-        data = self.snapshot()
-        lines: list[str] = []
-        family = _Family(lines, self.labels)
-        family.add(
-            "nv_inference_request_success",
+
+def exposition(models: Sequence[ModelMetrics]) -> str:
+    """Every metric of every model in the Prometheus text format 0.0.4, Triton's names
+    verbatim (counters carry no ``_total`` suffix, as Triton exposes them); each family
+    once, with one sample per model (labels ``model``, ``version``)."""
+    data = [(model.labels, model.snapshot()) for model in models]
+    lines: list[str] = []
+
+    def add(
+        name: str, kind: str, doc: str, samples: Callable[[dict[str, Any]], list[Sample]]
+    ) -> None:
+        lines.extend([f"# HELP {name} {doc}", f"# TYPE {name} {kind}"])
+        for labels, snapshot in data:
+            for suffix, extra, value in samples(snapshot):
+                text = ",".join(f'{k}="{_escape(v)}"' for k, v in {**labels, **extra}.items())
+                lines.append(f"{name}{suffix}{{{text}}} {value:g}")
+
+    def one(key: str) -> Callable[[dict[str, Any]], list[Sample]]:
+        return lambda d: [("", {}, d[key])]
+
+    add("nv_inference_request_success", "counter", "Successful requests", one("success"))
+    add(
+        "nv_inference_request_failure",
+        "counter",
+        "Failed requests",
+        lambda d: [("", {"reason": r}, d["failures"].get(r, 0)) for r in FAILURE_REASONS],
+    )
+    add(
+        "nv_inference_count",
+        "counter",
+        "Inferences (batch rows) performed",
+        one("inference_count"),
+    )
+    add("nv_inference_exec_count", "counter", "Engine executions (batches)", one("execution_count"))
+    for part in DURATIONS:
+        add(
+            f"nv_inference_{part}_duration_us",
             "counter",
-            "Successful requests",
-            [("", {}, data["success"])],
+            f"Cumulative {part.replace('_', ' ')} duration in microseconds",
+            _duration(part),
         )
-        family.add(
-            "nv_inference_request_failure",
-            "counter",
-            "Failed requests",
-            [("", {"reason": r}, data["failures"].get(r, 0)) for r in FAILURE_REASONS],
-        )
-        family.add(
-            "nv_inference_count",
-            "counter",
-            "Inferences (batch rows) performed",
-            [("", {}, data["inference_count"])],
-        )
-        family.add(
-            "nv_inference_exec_count",
-            "counter",
-            "Engine executions (batches)",
-            [("", {}, data["execution_count"])],
-        )
-        for part in DURATIONS:
-            family.add(
-                f"nv_inference_{part}_duration_us",
-                "counter",
-                f"Cumulative {part.replace('_', ' ')} duration in microseconds",
-                [("", {}, data["duration_ns"].get(part, 0) // 1000)],
-            )
-        family.add(
-            "nv_inference_pending_request_count",
-            "gauge",
-            "Requests queued for an engine instance",
-            [("", {}, data["pending"])],
-        )
-        family.add(
-            "mmaas_inflight_requests",
-            "gauge",
-            "Requests being handled (queued or computing)",
-            [("", {}, data["inflight"])],
-        )
-        family.add(
-            "mmaas_batch_size",
-            "histogram",
-            "Rows per engine execution",
-            _batch_histogram(data["batches"]),
-        )
-        return "\n".join(lines) + "\n"
-
-    def serve_http(self, host: str, port: int) -> ThreadingHTTPServer:
-        """Serve ``GET /metrics`` on ``host:port`` from a daemon thread; returns the HTTP
-        server (``shutdown()`` stops it). Raises OSError when the port is taken."""
-        metrics = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                if self.path.split("?")[0] != "/metrics":
-                    self.send_error(404, "only /metrics is served here")
-                    return
-                body = metrics.exposition().encode()
-                self.send_response(200)
-                self.send_header("Content-Type", CONTENT_TYPE)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return  # scrapes are not worth a log line each
-
-        server = ThreadingHTTPServer((host, port), Handler)
-        server.daemon_threads = True
-        threading.Thread(target=server.serve_forever, name="mmaas-metrics", daemon=True).start()
-        return server
+    add(
+        "nv_inference_pending_request_count",
+        "gauge",
+        "Requests queued for an engine instance",
+        one("pending"),
+    )
+    add(
+        "mmaas_inflight_requests",
+        "gauge",
+        "Requests being handled (queued or computing)",
+        one("inflight"),
+    )
+    add(
+        "mmaas_batch_size",
+        "histogram",
+        "Rows per engine execution",
+        lambda d: _batch_histogram(d["batches"]),
+    )
+    return "\n".join(lines) + "\n"
 
 
-class _Family:
-    """Appends one metric family (HELP, TYPE, samples) to ``lines``."""
+def serve_http(
+    host: str, port: int, models: Callable[[], Sequence[ModelMetrics]]
+) -> ThreadingHTTPServer:
+    """Serve ``GET /metrics`` (:func:`exposition` of ``models()``, read at each scrape) on
+    ``host:port`` from a daemon thread; returns the HTTP server (``shutdown()`` stops it).
+    Raises OSError when the port is taken."""
 
-    def __init__(self, lines: list[str], labels: dict[str, str]) -> None:
-        self.lines = lines
-        self.labels = labels
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path.split("?")[0] != "/metrics":
+                self.send_error(404, "only /metrics is served here")
+                return
+            body = exposition(models()).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", CONTENT_TYPE)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
 
-    def add(self, name: str, kind: str, doc: str, samples: list[Sample]) -> None:
-        self.lines += [f"# HELP {name} {doc}", f"# TYPE {name} {kind}"]
-        for suffix, extra, value in samples:
-            sample_name = name + suffix
-            labels = ",".join(
-                f'{key}="{_escape(val)}"' for key, val in {**self.labels, **extra}.items()
-            )
-            self.lines.append(f"{sample_name}{{{labels}}} {value:g}")
+        def log_message(self, format: str, *args: Any) -> None:
+            return  # scrapes are not worth a log line each
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, name="mmaas-metrics", daemon=True).start()
+    return server
+
+
+def _duration(part: str) -> Callable[[dict[str, Any]], list[Sample]]:
+    return lambda data: [("", {}, data["duration_ns"].get(part, 0) // 1000)]
 
 
 def _batch_histogram(batches: dict[int, list[int]]) -> list[Sample]:

@@ -27,8 +27,9 @@ def check_inputs(model: ModelInfo, tensors: Sequence[tuple[str, str, Sequence[in
     """Check ``(name, datatype, shape)`` of every request input.
 
     Raises:
-        InvalidArgument: an unknown or missing input, another datatype than the model's,
-            or a shape of another rank, a wrong static dim, or outside the profile.
+        InvalidArgument: an unknown or missing (not optional) input, another datatype than
+            the model's, or a shape of another rank, a wrong static dim, or outside the
+            profile.
     """
     declared = {tensor.name: tensor for tensor in model.inputs}
     takes = ", ".join(describe(tensor) for tensor in model.inputs)
@@ -38,7 +39,8 @@ def check_inputs(model: ModelInfo, tensors: Sequence[tuple[str, str, Sequence[in
                 f"unknown input {name!r} in inputs; model {model.name!r} takes {takes}"
             )
         _check_tensor(declared[name], datatype, tuple(shape))
-    missing = [name for name in declared if name not in {t[0] for t in tensors}]
+    given = {t[0] for t in tensors}
+    missing = [name for name, t in declared.items() if name not in given and not t.optional]
     if missing:
         raise InvalidArgument(
             f"missing input {', '.join(map(repr, missing))} in inputs; "

@@ -1,6 +1,7 @@
-"""The served model described in KServe v2 / Triton messages: ModelMetadata, Triton's
-ModelConfig (``model_config.proto``) and ModelStatistics, built from ``manifest.model``,
-the runtime settings and :class:`~mmaas.server.metrics.ModelMetrics` snapshots.
+"""A served model described in KServe v2 / Triton messages: ModelMetadata, Triton's
+ModelConfig (``model_config.proto``) and ModelStatistics, built from its signature
+(``ServedModel.info``), its config facts and
+:class:`~mmaas.server.metrics.ModelMetrics` snapshots.
 
 Triton conventions kept: ``platform`` is the back end's (its runtime part says:
 ``onnxruntime_onnx``, ``tensorrt_plan``), so is the instance group kind (CPU, GPU);
@@ -10,26 +11,13 @@ ModelConfig ``dims`` leave out the batch axis when ``max_batch_size > 0``; BYTES
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 from mmaas.core.manifest import ModelInfo, TensorInfo
 from mmaas.server.grpc.protocol import grpc_service_pb2 as service_pb2
 from mmaas.server.grpc.protocol import model_config_pb2
-
-
-@dataclass(frozen=True)
-class ConfigFacts:
-    """Runtime facts the model's metadata and config report: Triton's ``platform`` and
-    instance kind (``CPU``/``GPU``) of the back end, engine instances and dynamic batching
-    (``preferred_batch_sizes`` and ``max_queue_delay_us`` only when ``batching``)."""
-
-    platform: str
-    device_kind: str
-    instance_count: int
-    batching: bool
-    preferred_batch_sizes: tuple[int, ...] = ()
-    max_queue_delay_us: int = 0
+from mmaas.server.repository import ConfigFacts
 
 
 def to_metadata(info: ModelInfo, facts: ConfigFacts) -> Any:
@@ -53,18 +41,27 @@ def to_model_config(info: ModelInfo, facts: ConfigFacts) -> Any:
     """Triton ModelConfig of the served model (what ``get_model_config`` shows)."""
     skip = 1 if info.max_batch_size > 0 else 0
 
-    def tensor(kind: Any, t: TensorInfo) -> Any:  # kind: ModelInput or ModelOutput
+    def data_type(t: TensorInfo) -> Any:  # a model_config_pb2.DataType value
         name = "TYPE_STRING" if t.datatype == "BYTES" else f"TYPE_{t.datatype}"
-        data_type = int(model_config_pb2.DataType.Value(name))
-        return kind(name=t.name, data_type=data_type, dims=list(t.shape[skip:]))
+        return model_config_pb2.DataType.Value(name)
 
     config = model_config_pb2.ModelConfig(
         name=info.name,
         platform=facts.platform,
         backend=info.backend,
         max_batch_size=info.max_batch_size,
-        input=[tensor(model_config_pb2.ModelInput, t) for t in info.inputs],
-        output=[tensor(model_config_pb2.ModelOutput, t) for t in info.outputs],
+        input=[
+            model_config_pb2.ModelInput(
+                name=t.name, data_type=data_type(t), dims=list(t.shape[skip:]), optional=t.optional
+            )
+            for t in info.inputs
+        ],
+        output=[
+            model_config_pb2.ModelOutput(
+                name=t.name, data_type=data_type(t), dims=list(t.shape[skip:])
+            )
+            for t in info.outputs
+        ],
         instance_group=[
             model_config_pb2.ModelInstanceGroup(
                 count=facts.instance_count,
@@ -78,8 +75,15 @@ def to_model_config(info: ModelInfo, facts: ConfigFacts) -> Any:
     return config
 
 
-def to_statistics(info: ModelInfo, snapshot: dict[str, Any]) -> Any:
-    """ModelStatisticsResponse from a :meth:`ModelMetrics.snapshot`."""
+def to_statistics(models: Sequence[tuple[ModelInfo, dict[str, Any]]]) -> Any:
+    """ModelStatisticsResponse of ``models``: each model's signature with its
+    :meth:`ModelMetrics.snapshot`, in that order."""
+    return service_pb2.ModelStatisticsResponse(
+        model_stats=[_model_statistics(info, snapshot) for info, snapshot in models]
+    )
+
+
+def _model_statistics(info: ModelInfo, snapshot: dict[str, Any]) -> Any:
     durations = snapshot["duration_ns"]
     executions = snapshot["execution_count"]
 
@@ -103,7 +107,7 @@ def to_statistics(info: ModelInfo, snapshot: dict[str, Any]) -> Any:
         )
         for size, (count, input_ns, infer_ns, output_ns) in sorted(snapshot["batches"].items())
     ]
-    model = service_pb2.ModelStatistics(
+    return service_pb2.ModelStatistics(
         name=info.name,
         version=info.version,
         last_inference=snapshot["last_inference_ms"],
@@ -112,4 +116,3 @@ def to_statistics(info: ModelInfo, snapshot: dict[str, Any]) -> Any:
         inference_stats=inference,
         batch_stats=batches,
     )
-    return service_pb2.ModelStatisticsResponse(model_stats=[model])

@@ -13,15 +13,16 @@ from grpc_reflection.v1alpha import reflection
 
 from mmaas.core.errors import MmaasError
 from mmaas.server.grpc.servicer import SERVICE, InferenceServicer, register
-from mmaas.server.inference import ServedModel
 from mmaas.server.ports import check_free, listen_address
+from mmaas.server.repository import Repository
 from mmaas.server.settings import Settings
 
 HEALTH_SERVICES = ("", SERVICE)
 
 
-def grpc_server(settings: Settings, model: ServedModel, health: HealthServicer) -> Any:
-    """The server with its services, bound to its port (not started).
+def grpc_server(settings: Settings, repository: Repository, health: HealthServicer) -> Any:
+    """The server with its services over every model of ``repository``, bound to its port
+    (not started).
 
     Raises:
         MmaasError: the port cannot be bound (another server uses it).
@@ -34,7 +35,7 @@ def grpc_server(settings: Settings, model: ServedModel, health: HealthServicer) 
     if settings.max_concurrent_streams:
         options.append(("grpc.max_concurrent_streams", settings.max_concurrent_streams))
     server = grpc.aio.server(options=options)
-    register(InferenceServicer(model), server)
+    register(InferenceServicer(repository), server)
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
     reflection.enable_server_reflection(
         (

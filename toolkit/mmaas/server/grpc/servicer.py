@@ -3,10 +3,11 @@ stubs generated at build time into :mod:`mmaas.server.grpc.protocol`), so unmodi
 ``tritonclient.grpc`` works.
 
 Methods are thin: convert at the edge (:mod:`.converters`), call the one request path
-(:class:`mmaas.server.inference.InferencePath`: lookup, checks, scheduler, statistics),
-convert back; a failure's status name becomes the gRPC status. ServerLive, ServerReady,
-ModelReady, ServerMetadata, ModelMetadata, ModelInfer, ModelConfig and ModelStatistics are
-served (:func:`register`); the other RPCs answer UNIMPLEMENTED.
+(:class:`mmaas.server.inference.InferencePath`: the model's lookup in the repository,
+checks, its executor, its statistics), convert back; a failure's status name becomes the
+gRPC status. ServerLive, ServerReady, ModelReady, ServerMetadata, ModelMetadata,
+ModelInfer, ModelConfig and ModelStatistics are served (:func:`register`); the other RPCs
+answer UNIMPLEMENTED.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ import mmaas
 from mmaas.server.grpc import config
 from mmaas.server.grpc.converters import from_outputs, to_inputs
 from mmaas.server.grpc.protocol import grpc_service_pb2 as service_pb2
-from mmaas.server.inference import InferencePath, ServedModel, failure_of
+from mmaas.server.inference import InferencePath, failure_of
+from mmaas.server.repository import Repository, ServedModel
 from mmaas.server.status import InvalidArgument, RequestError
 
 SERVICE = "inference.GRPCInferenceService"
@@ -43,19 +45,20 @@ class SizedRequest(NamedTuple):
 
 
 class InferenceServicer:
-    """KServe v2 gRPC methods over one :class:`~mmaas.server.inference.ServedModel`."""
+    """KServe v2 gRPC methods over a :class:`~mmaas.server.repository.Repository`."""
 
-    def __init__(self, model: ServedModel) -> None:
-        self.model = model
-        self.path = InferencePath(model)
+    def __init__(self, repository: Repository) -> None:
+        self.repository = repository
+        self.path = InferencePath(repository)
 
     async def ServerLive(self, request: Any, context: Any) -> Any:
         """Live as soon as the process answers (Kubernetes liveness)."""
         return service_pb2.ServerLiveResponse(live=True)
 
     async def ServerReady(self, request: Any, context: Any) -> Any:
-        """Ready once the engine is verified, loaded and warmed up (= health SERVING)."""
-        return service_pb2.ServerReadyResponse(ready=self.model.ready)
+        """Ready once every model's engines are verified, loaded and warmed up (= health
+        SERVING)."""
+        return service_pb2.ServerReadyResponse(ready=self.repository.ready)
 
     async def ModelReady(self, request: Any, context: Any) -> Any:
         """Readiness of the named model; NOT_FOUND for another name or version."""
@@ -74,59 +77,63 @@ class InferenceServicer:
         return await _answer(context, self._metadata, request)
 
     async def ModelConfig(self, request: Any, context: Any) -> Any:
-        """Triton's model configuration of the served model (see :mod:`.config`)."""
+        """Triton's model configuration of the named model (see :mod:`.config`)."""
         return await _answer(context, self._config, request)
 
     async def ModelStatistics(self, request: Any, context: Any) -> Any:
-        """Triton's cumulative inference statistics (see :mod:`.metrics`)."""
+        """Triton's cumulative inference statistics of the named model, or of every model
+        when the name is empty (see :mod:`.metrics`)."""
         return await _answer(context, self._statistics, request)
 
     async def ModelInfer(self, request: SizedRequest, context: Any) -> Any:
         """Run one inference. ``request`` comes from :meth:`SizedRequest.parse`
         (registered by :func:`register`). Outputs are returned in ``raw_output_contents``."""
         message = request.message
-        async with self.path.accounted(message.id) as outcome:
+        try:
+            model = self.path.lookup(message.model_name, message.model_version)
+        except RequestError as exc:  # an unknown model has no statistics to count it in
+            await context.abort(grpc.StatusCode[exc.status], exc.message)
+        async with self.path.accounted(model, message.id) as outcome:
             try:
-                return await self._infer(message, request.size, context)
+                return await self._infer(model, message, request.size, context)
             except Exception as exc:
                 failure = outcome.failed(exc)
                 await context.abort(grpc.StatusCode[failure.status], failure.message)
 
-    async def _infer(self, request: Any, size: int, context: Any) -> Any:
+    async def _infer(self, model: ServedModel, request: Any, size: int, context: Any) -> Any:
         headers = [(t.name, t.datatype, t.shape) for t in request.inputs]
         requested = [output.name for output in request.outputs]
-        outputs = self.path.admit(
-            request.model_name, request.model_version, size, headers, requested
-        )
+        outputs = self.path.admit(model, size, headers, requested)
         _check_parameters("inputs", request.inputs)
         _check_parameters("outputs", request.outputs)
         arrays = to_inputs(request.inputs, request.raw_input_contents)
-        results = await self.path.run(arrays, outputs, context.time_remaining())
-        info = self.model.info
+        results = await self.path.run(model, arrays, outputs, context.time_remaining())
         response = service_pb2.ModelInferResponse(
-            model_name=info.name, model_version=info.version, id=request.id
+            model_name=model.name, model_version=model.version, id=request.id
         )
         from_outputs(response, results)
         return response
 
     async def _model_ready(self, request: Any) -> Any:
-        self.path.lookup(request.name, request.version)
-        return service_pb2.ModelReadyResponse(ready=self.model.ready)
+        model = self.path.lookup(request.name, request.version)
+        return service_pb2.ModelReadyResponse(ready=model.ready)
 
     async def _metadata(self, request: Any) -> Any:
-        info = self.path.lookup(request.name, request.version)
-        return config.to_metadata(info, self.model.config)
+        model = self.path.lookup(request.name, request.version)
+        return config.to_metadata(model.info, model.config)
 
     async def _config(self, request: Any) -> Any:
-        info = self.path.lookup(request.name, request.version)
+        model = self.path.lookup(request.name, request.version)
         return service_pb2.ModelConfigResponse(
-            config=config.to_model_config(info, self.model.config)
+            config=config.to_model_config(model.info, model.config)
         )
 
     async def _statistics(self, request: Any) -> Any:
         if request.name:
-            self.path.lookup(request.name, request.version)
-        return config.to_statistics(self.model.info, self.model.metrics.snapshot())
+            models = [self.path.lookup(request.name, request.version)]
+        else:
+            models = list(self.repository)
+        return config.to_statistics([(m.info, m.metrics.snapshot()) for m in models])
 
 
 def register(servicer: InferenceServicer, server: grpc.aio.Server) -> None:
