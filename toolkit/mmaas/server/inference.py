@@ -12,6 +12,10 @@ the :class:`Failure` back::
             results = await path.run(model, arrays, outputs, deadline_s)
         except Exception as exc:
             failure = outcome.failed(exc)              # answer failure.status / .message
+
+Many responses (gRPC ModelStreamInfer, HTTP generate_stream): ``path.stream(model, arrays,
+outputs, deadline_s)`` instead of ``run``, an async iterator of
+:class:`~mmaas.server.streaming.Response` (one for an ordinary model, the last ``final``).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,6 +34,7 @@ from mmaas.core.errors import InputError
 from mmaas.server.repository import Repository, ServedModel
 from mmaas.server.signature import check_inputs, resolve_outputs
 from mmaas.server.status import RequestError, ResourceExhausted, Unavailable
+from mmaas.server.streaming import Decoupled, Response
 
 REJECTED = {"INVALID_ARGUMENT", "NOT_FOUND", "RESOURCE_EXHAUSTED", "UNAVAILABLE"}
 NOT_READY = {
@@ -114,6 +119,36 @@ class InferencePath:
         results = await executor.infer(dict(arrays), list(outputs), deadline_s)
         check_size(model, "response", sum(array.nbytes for array in results.values()))
         return results
+
+    async def stream(
+        self,
+        model: ServedModel,
+        arrays: Mapping[str, np.ndarray],
+        outputs: Sequence[str],
+        deadline_s: float | None,
+    ) -> AsyncIterator[Response]:
+        """Every response to one request (:mod:`mmaas.server.streaming`): one final
+        response for an ordinary model (its :meth:`run`), each response of a decoupled
+        one; the last one yielded is always ``final`` (an empty one is added when the
+        executor's iterator ends without one). Close it (``aclose``) to cancel.
+
+        Raises:
+            as :meth:`run`; a decoupled executor's error also after some responses.
+        """
+        executor = model.executor
+        if not isinstance(executor, Decoupled):
+            yield Response(await self.run(model, arrays, outputs, deadline_s), final=True)
+            return
+        if not model.ready:
+            raise Unavailable(NOT_READY.get(model.state, NOT_READY["loading"]))
+        responses = executor.responses(dict(arrays), list(outputs), deadline_s)
+        async with aclosing(responses) as stream:
+            async for response in stream:
+                check_size(model, "response", sum(a.nbytes for a in response.outputs.values()))
+                yield response
+                if response.final:
+                    return
+        yield Response(final=True)
 
     @asynccontextmanager
     async def accounted(self, model: ServedModel, request_id: str) -> AsyncIterator[Outcome]:
