@@ -72,9 +72,31 @@ def test_argv_quotes_colon_names_writes_scalars_and_skips_warmup() -> None:
     ]
 
 
-def test_static_model_gets_no_shapes_flag() -> None:
-    static = ModelInfo("s", "1", "tensorrt", "fp32", 0, (TensorInfo("x", "FP32", (1, 4)),), ())
-    argv = latency_argv("trtexec", Path("e.plan"), static, "10.13", {"x": (1, 4)}, 5, 1)
+def test_contract_latency_argv_gives_shapes_for_a_shape_pinned_over_dynamic_onnx_axes() -> None:
+    """Issue 13 item 4: model.yaml's shape [1, 4] may pin axes the ONNX file (and so the
+    engine) leaves dynamic; without --shapes trtexec --loadEngine would run them at 1. A
+    static binding ignores its entry (sampleInference.cpp), so --shapes is always given."""
+    pinned = ModelInfo(
+        "s",
+        "1",
+        "tensorrt",
+        "fp32",
+        0,
+        (TensorInfo("x", "FP32", (1, 4), (1, 4), (1, 4), (1, 4)),),
+        (),
+    )
+    argv = latency_argv("trtexec", Path("e.plan"), pinned, "10.13", {"x": (1, 4)}, 5, 1)
+    assert argv == [
+        "trtexec", "--loadEngine=e.plan", "--shapes=x:1x4", "--iterations=5", "--duration=0",
+        "--warmUp=200",
+    ]  # fmt: skip
+
+
+def test_contract_latency_argv_leaves_out_an_8x_scalar_only_model() -> None:
+    scalar = ModelInfo(
+        "s", "1", "tensorrt", "fp32", 0, (TensorInfo("t", "FP32", (), (), (), ()),), ()
+    )
+    argv = latency_argv("trtexec", Path("e.plan"), scalar, "8.6", {"t": ()}, 5, 1)
     assert not any(a.startswith("--shapes") for a in argv)
 
 

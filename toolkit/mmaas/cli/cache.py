@@ -10,13 +10,19 @@ from __future__ import annotations
 
 import json
 import tarfile
+import zlib
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import click
 
-from mmaas.backends.tensorrt.timing_cache import CacheEntry, TimingCacheStore, import_entry
-from mmaas.core.errors import UsageError
+from mmaas.backends.tensorrt.timing_cache import (
+    CacheEntry,
+    CacheKey,
+    TimingCacheStore,
+    checked_import,
+)
+from mmaas.core.errors import IntegrityError, UsageError
 
 
 @click.group("cache")
@@ -66,19 +72,37 @@ def export_caches(obj: dict, archive: Path) -> None:
 @click.argument("archive", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.pass_obj
 def import_caches(obj: dict, archive: Path) -> None:
-    """Add the caches in ARCHIVE; a pair whose bytes do not match its record is skipped."""
+    """Add the caches in ARCHIVE (an export), replacing local ones of the same key.
+
+    All or nothing: every pair is checked first (its record, size and sha256); an archive
+    with a bad entry imports nothing and exits 1, naming each bad entry.
+    """
     store: TimingCacheStore = obj["store"]
-    store.root.mkdir(parents=True, exist_ok=True)
-    imported, skipped = 0, []
-    for stem, (record, data) in _pairs(archive).items():
+    checked: list[tuple[CacheKey, bytes]] = []
+    bad: list[str] = []
+    for stem, parts in _members(archive, bad).items():
+        if set(parts) != {".json", ".cache"}:
+            missing = ({".json", ".cache"} - set(parts)).pop()
+            bad.append(f"{stem}{next(iter(parts))}: its {stem}{missing} is not in the archive")
+            continue
         try:
-            import_entry(store, json.loads(record), data)
-            imported += 1
-        except (ValueError, KeyError, TypeError) as exc:
-            skipped.append(f"{stem}: {exc}")
-    for line in skipped:
-        click.echo(f"skipped {line}", err=True)
-    click.echo(f"imported {imported} timing cache(s) into {store.root}", err=True)
+            key = checked_import(parts[".json"], parts[".cache"])
+        except ValueError as exc:
+            bad.append(f"{stem}.cache: {exc}")
+            continue
+        if key.slug != stem:
+            bad.append(f"{stem}.json: its record is for {key.slug}")
+            continue
+        checked.append((key, parts[".cache"]))
+    if bad:
+        raise IntegrityError(
+            f"{archive}: {len(bad)} bad entr{'y' if len(bad) == 1 else 'ies'}, nothing "
+            "imported:\n" + "\n".join(f"  {line}" for line in bad),
+            hint="export the caches again (mmaas cache export), or import another archive",
+        )
+    for key, data in checked:
+        store.put(key, data)
+    click.echo(f"imported {len(checked)} timing cache(s) into {store.root}", err=True)
 
 
 @command.command("prune")
@@ -117,9 +141,14 @@ def _row(entry: CacheEntry) -> dict:
     }
 
 
-def _pairs(archive: Path) -> dict[str, tuple[bytes, bytes]]:
-    """``stem -> (record bytes, cache bytes)`` of the regular files in ``archive``; member
-    paths are never used as file paths (no traversal)."""
+def _members(archive: Path, bad: list[str]) -> dict[str, dict[str, bytes]]:
+    """``stem -> {".json": bytes, ".cache": bytes}`` of the archive's files; a member that
+    is not a regular ``.json``/``.cache`` file is added to ``bad``. Member paths are never
+    used as file paths (no traversal).
+
+    Raises:
+        UsageError: the file is not a gzip'd tar archive.
+    """
     members: dict[str, dict[str, bytes]] = {}
     try:
         with tarfile.open(archive, "r:gz") as tar:
@@ -127,12 +156,10 @@ def _pairs(archive: Path) -> dict[str, tuple[bytes, bytes]]:
                 name = Path(member.name).name
                 stem, suffix = Path(name).stem, Path(name).suffix
                 reader = tar.extractfile(member) if member.isfile() else None
-                if reader is not None and suffix in (".json", ".cache"):
-                    members.setdefault(stem, {})[suffix] = reader.read()
-    except (tarfile.TarError, OSError) as exc:
+                if reader is None or suffix not in (".json", ".cache"):
+                    bad.append(f"{member.name}: not a timing-cache file of an export")
+                    continue
+                members.setdefault(stem, {})[suffix] = reader.read()
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
         raise UsageError(f"{archive}: not a timing-cache export ({exc})") from exc
-    return {
-        stem: (parts[".json"], parts[".cache"])
-        for stem, parts in members.items()
-        if ".json" in parts and ".cache" in parts
-    }
+    return members

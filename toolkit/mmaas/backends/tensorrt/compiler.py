@@ -1,34 +1,47 @@
 """TensorRT (NVIDIA GPUs): the compiler part of the back end, run in the builder stage.
 
-compile: runs ``trtexec`` (argv from :mod:`mmaas.backends.tensorrt.trtexec.argv`) through
+compile: runs ``trtexec`` (argv from :mod:`mmaas.backends.tensorrt.trtexec.command`, shape
+flags for every input the ONNX file leaves dynamic) in the engine directory through
 :mod:`mmaas.core.proc`, parses its log (:mod:`mmaas.backends.tensorrt.trtexec.log`) into
-the build report, and keeps the timing cache in the host store
-(:mod:`mmaas.backends.tensorrt.timing_cache`): a build that fails with a stored cache
-drops it and retries once without it, and says so. On TensorRT 11 (strongly typed only)
-an fp16 target is converted in the builder first and checked against the fp32 graph
-(:mod:`mmaas.backends.tensorrt.precision`); int8/fp8 builds look for Q/DQ nodes. The
+the build report, checks the engine's optimization profile read back from that log
+against model.yaml's (an input trtexec pinned for want of shapes fails the build), and
+keeps the timing cache truthfully (:mod:`mmaas.backends.tensorrt.cache_run`: reused,
+rejected, dropped after a failed build and one retry without it). On TensorRT 11
+(strongly typed only) an fp16 target is converted in the builder first and checked against
+the fp32 graph (:mod:`mmaas.backends.tensorrt.precision`); int8/fp8 builds look for Q/DQ
+nodes. The
 latency gate uses trtexec's own timer (:meth:`TensorRTCompiler.latency_probe`).
 """
 
 from __future__ import annotations
 
+import shlex
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from mmaas.backends import CompileRequest, CompileResult, LatencyProbe
+from mmaas.backends.tensorrt.cache_run import CacheRun
 from mmaas.backends.tensorrt.gpu import no_gpu_message
 from mmaas.backends.tensorrt.releases import parse_version
 from mmaas.backends.tensorrt.runtime import TensorRTRuntime, tensorrt_version, trtexec
 from mmaas.backends.tensorrt.settings import TensorRTSettings
-from mmaas.backends.tensorrt.trtexec.argv import trtexec_argv
+from mmaas.backends.tensorrt.timing_cache import CacheKey
+from mmaas.backends.tensorrt.trtexec.command import (
+    ENGINE_FILE,
+    EXPORTS_DIR,
+    FP16_ONNX,
+    compile_argv,
+    converts_to_fp16,
+)
 from mmaas.backends.tensorrt.trtexec.log import TrtexecLog, parse_trtexec_log
+from mmaas.backends.tensorrt.trtexec.network import NetworkInputs, network_inputs
+from mmaas.backends.tensorrt.trtexec.profile import profile_mismatches
 from mmaas.core import proc
 from mmaas.core.errors import BuildError, ProcessError
 from mmaas.core.manifest import Manifest
 
-ENGINE_FILE = "model.plan"
-EXPORTS_DIR = "trtexec"
 WORKSPACE_TOLERANCE_MIB = 0.5
 
 
@@ -64,12 +77,16 @@ class TensorRTCompiler:
         return probe
 
     def compile(self, request: CompileRequest) -> CompileResult:
-        """Build ``out_dir/model.plan`` with trtexec on this host's first GPU.
+        """Build ``out_dir/model.plan`` with trtexec on this host's first GPU, running the
+        argv of :func:`~mmaas.backends.tensorrt.trtexec.command.compile_argv` in
+        ``out_dir`` (what ``mmaas render`` prints).
 
         Raises:
             BuildError: no GPU (naming the routes that give a build one), TensorRT is not
                 the pinned release, the spec needs a flag this trtexec lacks, trtexec fails
-                (its ``[E]`` lines), or the engine is missing/empty or got another workspace.
+                (its ``[E]`` lines), the engine is missing/empty or got another workspace,
+                or its optimization profile is not model.yaml's (an input trtexec pinned
+                because it got no shapes is named).
         """
         settings: TensorRTSettings = request.settings
         facts = self.runtime.describe()
@@ -77,82 +94,45 @@ class TensorRTCompiler:
             raise BuildError(no_gpu_message(facts["problem"]))
         version = _require_release(facts["version"], settings)
         onnx, typed, conversion = _prepare_onnx(request, version)
+        network = network_inputs(request.out_dir / onnx)
         exports = request.out_dir / EXPORTS_DIR
         exports.mkdir(parents=True, exist_ok=True)
-        cache = _CacheRun(request, version, facts["gpu"], exports)
-
-        def argv_for(timing_cache: str | None) -> list[str]:
-            return trtexec_argv(
-                request.model,
-                settings,
-                version,
-                str(onnx),
-                str(request.out_dir / ENGINE_FILE),
-                timing_cache,
-                exports_dir=str(exports),
-                calibration_cache=_calibration(request, settings),
-                typed_graph=typed,
-                compute_capability=facts["gpu"]["compute_capability"],
-                verify_cache=settings.timing_cache_verify,
-                trtexec=trtexec(),
-            )
-
-        argv = argv_for(cache.path)
-        log = _run(argv, exports)
-        if not log.passed and cache.reused and not cache.verify:
-            argv = argv_for(cache.retry_without_stored())
-            log = _run(argv, exports)
+        gpu = facts["gpu"]
+        cache = CacheRun(
+            settings.timing_cache,
+            settings.timing_cache_verify,
+            request.cache_dir,
+            CacheKey(version, gpu["compute_capability"], gpu["name"]),
+            exports,
+        )
+        argv = compile_argv(
+            request.model,
+            settings,
+            version,
+            network,
+            onnx=onnx,
+            typed_graph=typed,
+            trtexec=trtexec(),
+            compute_capability=gpu["compute_capability"],
+        )
+        log = _run(argv, exports, cwd=request.out_dir)
+        if not log.passed and cache.offered and not cache.verify:
+            cache.retry_without_stored()
+            log = _run(argv, exports, cwd=request.out_dir)
         if not log.passed:
-            raise BuildError(f"trtexec failed: {log.why()}", hint=f"argv: {' '.join(argv)}")
-        _check_engine(request, log)
+            raise BuildError(f"trtexec failed: {log.why()}", hint=f"argv: {shlex.join(argv)}")
+        _check_engine(request, log, network, argv)
+        timing_cache = cache.finish(log)
+        for warning in timing_cache.get("warnings", []):
+            print(f"mmaas: warning: {warning}", file=sys.stderr, flush=True)
         report = {
             "trtexec": log.to_report(),
-            "timing_cache": cache.finish(),
+            "timing_cache": timing_cache,
             "onnx_conversion": conversion,
             "portability": _portability(request),
+            "warnings": timing_cache.get("warnings", []),
         }
         return CompileResult(engine_file=ENGINE_FILE, command=argv, report=report)
-
-
-class _CacheRun:
-    """The timing cache of one compile: checkout, retry without it, commit."""
-
-    def __init__(self, request: CompileRequest, version: str, gpu: dict, work: Path) -> None:
-        self.enabled = request.settings.timing_cache
-        self.verify = request.settings.timing_cache_verify
-        self.notes: list[str] = []
-        self.reused, self.path = False, None
-        if self.enabled:
-            from mmaas.backends.tensorrt.timing_cache import CacheKey, TimingCacheStore
-
-            self.key = CacheKey(version, gpu["compute_capability"], gpu["name"])
-            self.store = TimingCacheStore(request.cache_dir)
-            checkout = self.store.checkout(self.key, work)
-            self.reused, self.path = checkout.reused, str(checkout.path)
-            self.notes.append(checkout.note)
-
-    def retry_without_stored(self) -> str:
-        """Drop the stored cache and give a fresh path for the one retry."""
-        self.store.discard(self.key)
-        Path(self.path or "").unlink(missing_ok=True)
-        self.notes.append(
-            "the build failed with the stored timing cache; dropped it and retried once without it"
-        )
-        return self.path or ""
-
-    def finish(self) -> dict[str, Any]:
-        """Store what trtexec wrote; the report's ``timing_cache`` section."""
-        if not self.enabled:
-            return {"enabled": False}
-        entry = self.store.commit(self.key, Path(self.path or ""))
-        return {
-            "enabled": True,
-            "key": self.key.slug,
-            "reused": self.reused,
-            "verify": self.verify,
-            "notes": self.notes,
-            "stored_bytes": entry.size_bytes if entry else None,
-        }
 
 
 def _require_release(installed: str | None, settings: TensorRTSettings) -> str:
@@ -172,14 +152,16 @@ def _require_release(installed: str | None, settings: TensorRTSettings) -> str:
     return installed
 
 
-def _prepare_onnx(request: CompileRequest, version: str) -> tuple[Path, bool, dict | None]:
+def _prepare_onnx(request: CompileRequest, version: str) -> tuple[str, bool, dict | None]:
+    """The graph trtexec parses (its argv path: the staged source, or the fp16 conversion
+    relative to the engine directory), whether it is typed, the conversion's report."""
     from mmaas.backends.tensorrt.precision import convert_fp16, has_qdq
 
     precision = request.model.precision
     if precision in ("int8", "fp8"):
-        return request.source, has_qdq(request.source), None
-    if precision == "fp16" and parse_version(version)[0] >= 11:
-        target = request.out_dir / EXPORTS_DIR / "model.fp16.onnx"
+        return str(request.source), has_qdq(request.source), None
+    if converts_to_fp16(precision, version):
+        target = request.out_dir / FP16_ONNX
         target.parent.mkdir(parents=True, exist_ok=True)
         report = convert_fp16(
             request.source,
@@ -188,21 +170,18 @@ def _prepare_onnx(request: CompileRequest, version: str) -> tuple[Path, bool, di
             request.settings.tolerance_atol,
             request.settings.tolerance_rtol,
         )
-        return target, True, report
-    return request.source, False, None
+        return FP16_ONNX, True, report
+    return str(request.source), False, None
 
 
-def _calibration(request: CompileRequest, settings: TensorRTSettings) -> str | None:
-    name = settings.calibration_cache
-    return str(request.source.parent / name) if name else None
-
-
-def _run(argv: list[str], exports: Path, log_name: str = "trtexec.log") -> TrtexecLog:
-    """Run trtexec, echoing its output (stderr merged, so [E] lines stay in order) to the
-    build log and ``exports/log_name``; a failed run is parsed from the output's tail that
-    ProcessError keeps."""
+def _run(
+    argv: list[str], exports: Path, log_name: str = "trtexec.log", cwd: Path | None = None
+) -> TrtexecLog:
+    """Run trtexec (in ``cwd``), echoing its output (stderr merged, so [E] lines stay in
+    order) to the build log and ``exports/log_name``; a failed run is parsed from the
+    output's tail that ProcessError keeps."""
     try:
-        text, code = proc.stream(argv, what="trtexec"), 0
+        text, code = proc.stream(argv, cwd=cwd, what="trtexec"), 0
     except ProcessError as exc:
         text, code = exc.output_tail, exc.returncode
     exports.mkdir(parents=True, exist_ok=True)
@@ -210,10 +189,19 @@ def _run(argv: list[str], exports: Path, log_name: str = "trtexec.log") -> Trtex
     return parse_trtexec_log(text, code)
 
 
-def _check_engine(request: CompileRequest, log: TrtexecLog) -> None:
+def _check_engine(
+    request: CompileRequest, log: TrtexecLog, network: NetworkInputs, argv: list[str]
+) -> None:
     engine = request.out_dir / ENGINE_FILE
     if not engine.is_file() or engine.stat().st_size == 0:
         raise BuildError(f"trtexec passed but wrote no engine at {engine}")
+    problems = profile_mismatches(log.profile, log.shape_overrides, request.model, network)
+    if problems:
+        raise BuildError(
+            "the engine's optimization profile is not model.yaml's:\n"
+            + "\n".join(f"    {line}" for line in problems),
+            hint=f"argv: {shlex.join(argv)}",
+        )
     asked = float(request.settings.workspace_mib)
     if log.workspace_mib is not None and abs(log.workspace_mib - asked) > WORKSPACE_TOLERANCE_MIB:
         raise BuildError(

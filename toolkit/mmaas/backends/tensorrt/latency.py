@@ -3,7 +3,11 @@
 
 Flags (trtexec's option parser, ``samples/common/sampleOptions.cpp``):
 ``--loadEngine=FILE``; ``--shapes=name:AxB,...`` at the gate's shapes (the same spelling
-as ``--optShapes``; left out for a static model, where trtexec refuses explicit shapes);
+as ``--optShapes``), always: whether an engine binding is dynamic is the engine's own
+business (an axis model.yaml pins may be dynamic in the ONNX file and so in the engine), and
+trtexec's inference set-up (``setUpInference`` in ``sampleInference.cpp``) looks the shapes
+up for dynamic bindings only, so a static one ignores its entry (the "static model does not
+take explicit shapes" refusal is the builder's, which ``--loadEngine`` never runs);
 ``--iterations=N`` with ``--duration=0`` so exactly N timed inferences run (the default is
 at least 3 s); ``--warmUp=MS`` (trtexec warms up for a time, in ms, not a
 count: 0 when the gate asks no warm-up, else trtexec's own default of 200 ms). No
@@ -56,11 +60,11 @@ def latency_argv(
             hint="drop checks.latency or build with a newer TensorRT release",
         )
     at = tuple(replace(t, opt=tuple(shapes[t.name])) for t in model.inputs)
-    dynamic = any(-1 in t.shape for t in model.inputs)
+    spec = shape_spec(at, "opt", flags.scalar_shapes)
     return [
         trtexec,
         f"--loadEngine={engine}",
-        *([f"--shapes={shape_spec(at, 'opt', flags.scalar_shapes)}"] if dynamic else []),
+        *([f"--shapes={spec}"] if spec else []),
         f"--iterations={runs}",
         "--duration=0",
         f"--warmUp={WARMUP_MS if warmup else 0}",

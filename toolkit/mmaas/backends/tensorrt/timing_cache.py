@@ -7,7 +7,11 @@ and GPU model: ``trt<version>-sm<cc>-<gpu>.cache`` with a ``.json`` record besid
 to trtexec: :meth:`TimingCacheStore.checkout` checks the record and the digest, removes a
 bad pair and says why, and the build starts without a cache. Two builds at once are safe:
 each works on a private copy, and :meth:`TimingCacheStore.commit` replaces the stored file
-atomically under a file lock (the last finished build's cache wins; no half-written file).
+atomically under a file lock (no half-written file). No entry is lost silently: a build
+commits against the cache it checked out (its sha256); when another build stored one in
+between, the two are merged where a merge function is given (TensorRT's
+``ITimingCache.combine``, in the builder stage), else this build's replaces it and the
+commit says so, naming both.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
@@ -26,10 +30,12 @@ from pathlib import Path
 from filelock import FileLock
 
 from mmaas.core.files import atomic_write_text
-from mmaas.core.hashing import file_digests
+from mmaas.core.hashing import bytes_digest, file_digests
 
 DEFAULT_ROOT = Path("~/.cache/mmaas/timing-caches")
 LOCK_TIMEOUT_S = 600
+# (stored bytes, this build's bytes) -> the merged cache, or None when they cannot merge
+Merge = Callable[[bytes, bytes], "bytes | None"]
 
 
 @dataclass(frozen=True)
@@ -61,13 +67,26 @@ class CacheEntry:
 
 @dataclass(frozen=True)
 class Checkout:
-    """A private copy for one build: ``path`` to pass to trtexec (may not exist yet) and
-    ``note``, what the store found (``reused N bytes``, ``none yet``, or why it dropped
-    a damaged or foreign cache)."""
+    """A private copy for one build: ``path`` to pass to trtexec (may not exist yet),
+    whether a stored cache was copied there (``reused``; its ``sha256`` and ``size_bytes``)
+    and ``note``, what the store found (``reused N bytes``, ``none yet``, or why it
+    dropped a damaged or foreign cache)."""
 
     path: Path
     reused: bool
     note: str
+    sha256: str | None = None
+    size_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class Commit:
+    """What :meth:`TimingCacheStore.commit` stored (``entry``, None for nothing) and
+    ``note``: how (``stored``, ``merged with ...``, ``replaced ...``, or why not)."""
+
+    entry: CacheEntry | None
+    note: str
+    contended: bool = False
 
 
 class TimingCacheStore:
@@ -92,24 +111,59 @@ class TimingCacheStore:
             if entry is None:
                 return Checkout(target, False, f"no timing cache yet for {key.slug}")
             shutil.copyfile(entry.path, target)
-        return Checkout(target, True, f"reused {entry.size_bytes} bytes of {key.slug}")
+        return Checkout(
+            target,
+            True,
+            f"reused {entry.size_bytes} bytes of {key.slug}",
+            entry.sha256,
+            entry.size_bytes,
+        )
 
-    def commit(self, key: CacheKey, produced: Path) -> CacheEntry | None:
-        """Store ``produced`` (the cache trtexec wrote) as the cache for ``key``, replacing
-        the old one atomically; None when trtexec wrote nothing (empty or missing)."""
+    def commit(
+        self,
+        key: CacheKey,
+        produced: Path,
+        *,
+        base: str | None = None,
+        merge: Merge | None = None,
+    ) -> Commit:
+        """Store ``produced`` (the cache trtexec wrote, checked valid by the caller) as the
+        cache for ``key``, atomically. ``base`` is the sha256 of the stored cache the build
+        started from (None: it started from none). When the store holds another cache
+        now (another build committed meanwhile), ``merge`` combines the two; without a
+        merge, or when it fails, ``produced`` replaces it and the note says so.
+        Nothing is stored when ``produced`` is missing or empty.
+        """
         if not produced.is_file() or produced.stat().st_size == 0:
-            return None
+            return Commit(None, "trtexec wrote no timing cache; nothing stored")
         with self._locked(key):
-            self.root.mkdir(parents=True, exist_ok=True)
-            final = self.root / f"{key.slug}.cache"
-            _atomic_copy(produced, final)
-            entry = CacheEntry(
-                key, final, final.stat().st_size, file_digests(final)["sha256"], _now()
-            )
-            atomic_write_text(
-                self.root / f"{key.slug}.json", json.dumps(_record(entry), indent=2) + "\n"
-            )
-            return entry
+            current, _ = self._valid_entry(key)
+            data, note, contended = produced.read_bytes(), f"stored as {key.slug}", False
+            if current is not None and current.sha256 != base:
+                contended = True
+                merged = merge(current.path.read_bytes(), data) if merge else None
+                other = f"another build stored {key.slug} ({current.sha256[:19]}) meanwhile"
+                if merged:
+                    data, note = merged, f"{other}: merged this build's entries into it"
+                else:
+                    note = f"{other}: this build's cache replaced it (its entries are lost)"
+            entry = self._write(key, data)
+        return Commit(entry, f"{note} ({entry.size_bytes} bytes)", contended)
+
+    def put(self, key: CacheKey, data: bytes) -> CacheEntry:
+        """Store ``data`` as the cache for ``key`` unconditionally (an import), atomically."""
+        with self._locked(key):
+            return self._write(key, data)
+
+    def _write(self, key: CacheKey, data: bytes) -> CacheEntry:
+        self.root.mkdir(parents=True, exist_ok=True)
+        final = self.root / f"{key.slug}.cache"
+        _atomic_write_bytes(final, data)
+        entry = CacheEntry(key, final, len(data), bytes_digest(data), _now())
+        atomic_write_text(
+            self.root / f"{key.slug}.json", json.dumps(_record(entry), indent=2) + "\n"
+        )
+        return entry
 
     def discard(self, key: CacheKey) -> None:
         """Remove the cache for ``key`` (after it made a build fail)."""
@@ -149,22 +203,28 @@ class TimingCacheStore:
             yield
 
 
-def import_entry(store: TimingCacheStore, record: dict, data: bytes) -> CacheEntry:
-    """Add a cache read from an export (its ``.json`` record and ``.cache`` bytes).
+def checked_import(record: bytes, data: bytes) -> CacheKey:
+    """The key of an exported pair (its ``.json`` record and ``.cache`` bytes) when the
+    pair is whole.
 
     Raises:
-        ValueError: the record is malformed or the bytes do not match its sha256.
+        ValueError: the record is not a record of this store, names a key whose slug is
+            not the pair's, or the bytes are empty or do not match its size and sha256.
     """
-    key = CacheKey(**record["key"])
-    with tempfile.NamedTemporaryFile(dir=store.root, suffix=".import") as handle:
-        handle.write(data)
-        handle.flush()
-        if file_digests(Path(handle.name))["sha256"] != record["sha256"]:
-            raise ValueError(f"{key.slug}: bytes do not match the recorded sha256")
-        entry = store.commit(key, Path(handle.name))
-    if entry is None:
-        raise ValueError(f"{key.slug}: empty cache")
-    return entry
+    try:
+        raw = json.loads(record)
+        key = CacheKey(**raw["key"])
+        size, digest = int(raw["size_bytes"]), str(raw["sha256"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"unreadable record ({exc})") from exc
+    if not data:
+        raise ValueError("empty cache")
+    if len(data) != size or bytes_digest(data) != digest:
+        raise ValueError(
+            f"bytes do not match the record ({len(data)} bytes, {bytes_digest(data)[:19]}; "
+            f"recorded {size} bytes, {digest[:19]})"
+        )
+    return key
 
 
 def _read_entry(record: Path) -> CacheEntry | None:
@@ -187,11 +247,13 @@ def _record(entry: CacheEntry) -> dict:
     }
 
 
-def _atomic_copy(source: Path, target: Path) -> None:
+def _atomic_write_bytes(target: Path, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    os.close(fd)
     try:
-        shutil.copyfile(source, tmp)
+        with os.fdopen(fd, "wb") as stream:
+            stream.write(data)
+            stream.flush()
+            os.fsync(stream.fileno())
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -11,6 +11,8 @@ Shape specs (``--minShapes`` / ``--optShapes`` / ``--maxShapes``) come from
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from mmaas.backends.tensorrt.releases import (
     FP8_MIN_COMPUTE_CAPABILITY,
     TrtexecFlags,
@@ -45,6 +47,7 @@ def trtexec_argv(
     verify_cache: bool = False,
     trtexec: str = "trtexec",
     spec_file: str = "model.yaml",
+    network: Mapping[str, Sequence[int]] | None = None,
 ) -> list[str]:
     """The full trtexec argv that builds ``engine`` from ``onnx``.
 
@@ -62,13 +65,16 @@ def trtexec_argv(
             tensors or Q/DQ nodes): built strongly typed where the release can.
         compute_capability: target GPU, e.g. ``"8.6"``; checked for fp8 when known.
         verify_cache: add ``--errorOnTimingCacheMiss`` (proves a rebuild reused the cache).
+        network: the ONNX file's input dims (:func:`~mmaas.backends.tensorrt.trtexec.
+            network.network_inputs`), which decide the inputs that need shapes; None: the
+            served shapes.
 
     Raises:
         SpecError: every setting the release cannot express, each with its key path.
     """
     flags, problems = _release(trt_version, spec_file)
     argv = [trtexec, f"--onnx={onnx}", f"--saveEngine={engine}"]
-    argv += profile_args(model, flags.scalar_shapes, problems, spec_file) if flags else []
+    argv += profile_args(model, flags.scalar_shapes, problems, spec_file, network) if flags else []
     if flags:
         argv.append(_workspace_arg(settings.workspace_mib, flags))
         argv += _precision_args(

@@ -16,6 +16,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from mmaas.backends.tensorrt.trtexec.profile import ProfileShapes, ShapeOverride, profile_fact
+
 LINE = re.compile(r"^\[\d\d/\d\d/\d{4}-\d\d:\d\d:\d\d\] \[([IWEV])\] (.*)$")
 BANNER = re.compile(
     r"^&&&& (RUNNING|PASSED|FAILED) TensorRT\.trtexec \[TensorRT v(\d+)\]"
@@ -40,7 +42,19 @@ SCALARS = {
 }
 CACHE_LOADED = re.compile(r"Loaded (\d+) bytes of timing cache from (.+)$")
 CACHE_SAVED = re.compile(r"Saved (\d+) bytes of timing cache to (.+)$")
-CACHE_UNREADABLE = re.compile(r"Could not read cache from: (.+?)\. A new cache will be generated")
+CACHE_UNREADABLE = re.compile(
+    r"Could not read (?:timing )?cache from: (.+?)\. A new (?:timing )?cache will be generated"
+)
+# A [W]/[E] line saying TensorRT refused the timing cache it was given: the blob's header
+# (TensorRT's serializer: "Serialization assertion magicTagRead == kMAGIC_TAG failed.Magic
+# tag does not match"), or a cache of another TensorRT release or device. trtexec then
+# builds with an empty cache, so nothing was reused.
+CACHE_REJECTED = re.compile(
+    r"magic tag does not match|serialization assertion|timing ?cache\b.*\b(?:mismatch|"
+    r"incompatible|invalid|corrupt|different|ignored|discarded|cannot be used|not be used|"
+    r"creation failed|failed)",
+    re.IGNORECASE,
+)
 CACHE_MODE = re.compile(r"(Global|Local) timing cache in use")
 SKIPPED = "Skipped inference phase since --skipInference is added."
 
@@ -63,13 +77,15 @@ class Stats:
 @dataclass(frozen=True)
 class TimingCacheEvents:
     """What trtexec said about ``--timingCacheFile``: bytes loaded/saved (None if not
-    said), whether the file could not be read, and ``global``/``local`` cache mode."""
+    said), whether the file could not be read, ``global``/``local`` cache mode, and the
+    first [W]/[E] line refusing the cache it loaded (``rejected``; None if none)."""
 
     loaded_bytes: int | None = None
     saved_bytes: int | None = None
     path: str | None = None
     unreadable: bool = False
     mode: str | None = None
+    rejected: str | None = None
 
 
 @dataclass(frozen=True)
@@ -88,6 +104,9 @@ class TrtexecLog:
         throughput_qps: performance summary throughput; latency, gpu_compute, enqueue,
             h2d, d2h: its timing lines.
         skipped_inference: the run was build-only (``--skipInference``).
+        profile: every input's shapes per optimization profile, as the builder got them
+            and as the options echo says (:mod:`mmaas.backends.tensorrt.trtexec.profile`).
+        shape_overrides: inputs trtexec pinned because it got no shapes for them.
         errors: ``[E]`` messages (with their continuation lines), in order.
     """
 
@@ -108,6 +127,8 @@ class TrtexecLog:
     d2h: Stats | None = None
     timing_cache: TimingCacheEvents = field(default_factory=TimingCacheEvents)
     skipped_inference: bool = False
+    profile: tuple[ProfileShapes, ...] = ()
+    shape_overrides: tuple[ShapeOverride, ...] = ()
     errors: tuple[str, ...] = ()
 
     @property
@@ -143,6 +164,8 @@ def parse_trtexec_log(text: str, exit_code: int | None = None) -> TrtexecLog:
     facts: dict[str, Any] = {}
     cache: dict[str, Any] = {}
     errors: list[str] = []
+    shapes: list[ProfileShapes] = []
+    overrides: list[ShapeOverride] = []
     for raw in text.splitlines():
         line = raw.rstrip()
         if _banner(line, facts):
@@ -155,13 +178,18 @@ def parse_trtexec_log(text: str, exit_code: int | None = None) -> TrtexecLog:
         level, message = match.groups()
         if level == "E":
             errors.append(message)
-        _fact(message, facts, cache)
+        if level in "WE" and _rejection(message, cache):
+            continue
+        if not profile_fact(message.removeprefix("[TRT] "), shapes, overrides):
+            _fact(message, facts, cache)
     banner = facts.pop("banner", None)
     return TrtexecLog(
         outcome=_outcome(exit_code, banner),
         exit_code=exit_code,
         banner=banner,
         timing_cache=TimingCacheEvents(**cache),
+        profile=tuple(shapes),
+        shape_overrides=tuple(overrides),
         errors=tuple(errors),
         **facts,
     )
@@ -201,6 +229,13 @@ def _fact(message: str, facts: dict[str, Any], cache: dict[str, Any]) -> None:
         facts["skipped_inference"] = True
     else:
         _cache_fact(text, cache)
+
+
+def _rejection(message: str, cache: dict[str, Any]) -> bool:
+    if CACHE_UNREADABLE.search(message) or not CACHE_REJECTED.search(message):
+        return False
+    cache.setdefault("rejected", message.removeprefix("[TRT] "))
+    return True
 
 
 def _cache_fact(text: str, cache: dict[str, Any]) -> None:

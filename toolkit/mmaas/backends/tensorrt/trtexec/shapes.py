@@ -8,11 +8,16 @@ wrapped in single quotes (``'onnx::Conv_1':1x3x224x224``, C1); a rank-0 input is
 ``,`` cannot be written. trtexec silently sets an uncovered dynamic dim to 1, so every input
 with a dynamic dim must carry a full profile; a model without dynamic inputs gets no shape
 flags (trtexec refuses explicit shapes for a static model).
+
+"Dynamic" is the *network's* view (:mod:`mmaas.backends.tensorrt.trtexec.network`): an
+axis the ONNX file leaves dynamic stays dynamic to trtexec even where model.yaml pins it
+with ``shape:`` or min = opt = max, so such an input still gets its three shapes (the
+pinned ones); without them trtexec would pin the axis to 1.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mmaas.core.errors import SpecProblem
@@ -34,19 +39,39 @@ def shape_spec(inputs: Sequence[TensorInfo], point: str, scalar_word: bool) -> s
     return ",".join(parts)
 
 
+def network_shape(
+    tensor: TensorInfo, network: Mapping[str, Sequence[int]] | None
+) -> tuple[int, ...]:
+    """The dims trtexec's network gives ``tensor`` (-1 dynamic): ``network``'s entry (the
+    ONNX file's own dims), else the served shape."""
+    return tuple(network.get(tensor.name, tensor.shape) if network else tensor.shape)
+
+
 def profile_args(
-    model: ModelInfo, scalar_word: bool, problems: list[SpecProblem], spec_file: str
+    model: ModelInfo,
+    scalar_word: bool,
+    problems: list[SpecProblem],
+    spec_file: str,
+    network: Mapping[str, Sequence[int]] | None = None,
 ) -> list[str]:
-    """The three shape flags, or none for a static model; appends every profile
-    problem (unquotable name, missing profile, rank, static dim, order) to ``problems``."""
+    """The three shape flags, or none when the network has no dynamic input; appends every
+    profile problem (unquotable name, missing profile, rank, static dim, order) to
+    ``problems``. ``network``: the ONNX file's input dims (None: the served shapes)."""
     for index, tensor in enumerate(model.inputs):
-        problems += _tensor_problems(tensor, f"inputs[{index}]", spec_file)
-    if not any(-1 in tensor.shape for tensor in model.inputs):
+        declared = TensorInfo(
+            tensor.name, tensor.datatype, network_shape(tensor, network), *_profile(tensor)
+        )
+        problems += _tensor_problems(declared, f"inputs[{index}]", spec_file)
+    if not any(-1 in network_shape(tensor, network) for tensor in model.inputs):
         return []
     return [
         f"--{point}Shapes={shape_spec(model.inputs, point, scalar_word)}"
         for point in ("min", "opt", "max")
     ]
+
+
+def _profile(tensor: TensorInfo) -> tuple[Any, Any, Any]:
+    return tensor.min, tensor.opt, tensor.max
 
 
 def _tensor_problems(tensor: TensorInfo, key: str, spec_file: str) -> list[SpecProblem]:
