@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Prepare this machine for mmaas's builds and tests; safe to run again (fast when done).
 #   1. apt packages: docker.io (engine + BuildKit-capable client /usr/bin/docker),
-#      docker-registry (push/pull tests), debootstrap (base image)  -- only what is missing
+#      docker-registry (push/pull tests), debootstrap (base image), libb64-0d
+#      (perf_analyzer)  -- only what is missing
 #   2. the Docker engine: started in the background when `docker info` fails
 #   3. the Python venv .venv with `pip install -e '.[dev]'` (again when pyproject.toml changes)
-#   4. the example ONNX models (scripts/fetch_models.py, sha256-checked; the small
+#   4. the real clients the tests drive (scripts/install_clients.sh): perf_analyzer, promtool
+#      and the KServe SDK in .venv-kserve (tritonclient and grpcurl come with the dev extra)
+#   5. the example ONNX models (scripts/fetch_models.py, sha256-checked; the small
 #      Qwen2-VL vision encoder exported by scripts/export_qwen_vl.py)
-#   5. the local base image (scripts/make_base_image.sh) when missing or made by an older recipe
+#   6. the local base image (scripts/make_base_image.sh) when missing or made by an older recipe
 # Environment: MMAAS_DOCKER (client, default /usr/bin/docker), MMAAS_BASE_IMAGE (default
 # mmaas/base:bookworm), MMAAS_PYTHON (interpreter for the venv, default python3),
 # MMAAS_DOCKERD_LOG (default /var/log/mmaas-dockerd.log), MMAAS_DOCKERD_TIMEOUT (s, default 60).
@@ -18,7 +21,7 @@ BASE_IMAGE=${MMAAS_BASE_IMAGE:-mmaas/base:bookworm}
 PYTHON=${MMAAS_PYTHON:-python3}
 DOCKERD_LOG=${MMAAS_DOCKERD_LOG:-/var/log/mmaas-dockerd.log}
 DOCKERD_TIMEOUT=${MMAAS_DOCKERD_TIMEOUT:-60}
-APT_PACKAGES=(docker.io docker-registry debootstrap)
+APT_PACKAGES=(docker.io docker-registry debootstrap libb64-0d)
 VENV=$ROOT/.venv
 
 say() { printf 'setup: %s\n' "$*"; }
@@ -144,6 +147,7 @@ main() {
   ensure_apt_packages
   ensure_dockerd
   ensure_venv
+  bash "$ROOT/scripts/install_clients.sh" "$VENV" "$ROOT/.venv-kserve"
   ensure_models
   ensure_base_image
   say "done in $((SECONDS - started)) s"

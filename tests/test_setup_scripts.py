@@ -21,6 +21,7 @@ from mmaas.core import proc
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = [
     "scripts/setup.sh",
+    "scripts/install_clients.sh",
     "scripts/make_base_image.sh",
     "scripts/base_recipe.sh",
     "scripts/test.sh",
