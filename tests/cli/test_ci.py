@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from git_repos import ZEROS, GitRepo
 from mmaas.ci.git import Git
 from mmaas.ci.local import push_event
 from mmaas.cli.ci import command
+from mmaas.core import proc
 
 
 @pytest.fixture
@@ -187,3 +189,81 @@ def test_local_push_event_names_both_commits_or_leaves_before_out(repo: GitRepo)
         "repository": {"default_branch": "main"},
     }
     assert "before" not in push_event(Git(repo.path), "HEAD~5", "HEAD")
+
+
+# What `mmaas ci changed` must not import: CI's change detection installs only the `ci`
+# extra (.github/actions/setup-mmaas), so these are absent there.
+NOT_IN_THE_CI_EXTRA = ("onnx", "jinja2", "grpc", "tritonclient", "rich")
+DRIVER = """
+import json, sys
+from mmaas.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit as exc:
+    code = exc.code
+heavy = [name for name in {names!r} if name in sys.modules]
+sys.stderr.write("imported: " + json.dumps(heavy) + "\\n")
+sys.exit(code)
+"""
+
+
+def changed_in_a_subprocess(repo: GitRepo, event: Path, outputs: Path):
+    driver = DRIVER.format(names=NOT_IN_THE_CI_EXTRA)
+    args = ["ci", "changed", "--event", str(event), "--repo", str(repo.path)]
+    return proc.run(
+        [sys.executable, "-c", driver, *args, "--github-output", str(outputs)],
+        env={"GITHUB_ACTIONS": ""},
+        check=False,
+    )
+
+
+def test_a_push_of_300_plus_files_and_one_model_change_builds_that_model(
+    repo: GitRepo, tmp_path: Path
+) -> None:
+    """Issue 13 item 7: GitHub's `paths` filters see the first 300 changed files only; the
+    models workflow has none, and change detection counts every file of the push."""
+    before = repo.head()
+    for index in range(350):
+        repo.write(f"docs/generated/page-{index:03}.md", f"page {index}\n")
+    repo.model("a", version="2.0.0")  # one model change, sorted after 350 docs files
+    after = repo.commit("regenerate the docs, bump model a")
+    assert len(repo.git("diff", "--name-only", before, after).splitlines()) == 352
+    outputs = tmp_path / "github_output"
+    done = changed_in_a_subprocess(repo, write_push_event(tmp_path, before, after, "main"), outputs)
+    assert done.returncode == 0, done.stderr
+    assert [entry["model"] for entry in json.loads(done.stdout)["include"]] == ["a"]
+    assert "count=1\n" in outputs.read_text()
+    assert "imported: []" in done.stderr  # the ci extra is enough
+
+
+def test_a_large_push_without_model_changes_gives_an_empty_matrix(
+    repo: GitRepo, tmp_path: Path
+) -> None:
+    before = repo.head()
+    for index in range(320):
+        repo.write(f"docs/page-{index:03}.md", f"page {index}\n")
+    after = repo.commit("docs only")
+    outputs = tmp_path / "github_output"
+    done = changed_in_a_subprocess(repo, write_push_event(tmp_path, before, after, "main"), outputs)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["include"] == []
+    lines = outputs.read_text().splitlines()
+    assert 'matrix={"include":[]}' in lines and "count=0" in lines  # the build job is skipped
+
+
+def test_extra_requirements_expands_the_ci_extra_from_pyproject() -> None:
+    from scripts.extra_requirements import requirements
+
+    found = requirements(["ci"])
+    assert found[:2] == ["numpy>=1.26", "blake3>=0.4"]  # the base distribution
+    assert "onnxruntime>=1.18" in found and "click>=8.1" in found  # mmaas[onnxruntime]
+    assert not any(line.startswith(("mmaas", "onnx>", "jinja2", "grpcio")) for line in found)
+
+
+def test_every_verb_of_the_table_loads_with_its_own_command() -> None:
+    from mmaas.cli import VERBS, cli
+
+    for verb in VERBS:
+        loaded = cli.get_command(None, verb)  # type: ignore[arg-type]
+        assert loaded is not None and loaded.name == verb
+    assert cli.get_command(None, "nope") is None  # type: ignore[arg-type]

@@ -26,8 +26,9 @@ from mmaas.spec.model import NAME_PATTERN, ModelSpec
 
 MODELS_DIR = "models"
 SPEC_FILE = "model.yaml"
-# Build inputs of every image: a change under one of these rebuilds all models. The
-# workflow's `paths:` filters list the same entries (tests/test_workflows.py checks it).
+# Build inputs of every image: a change under one of these rebuilds all models. The models
+# workflow starts on every push and leaves the choice to this module (GitHub's `paths:`
+# filters see only the first 300 changed files of a push).
 SHARED_INPUTS = ("toolkit/", "templates/", "dockerfiles/", "pyproject.toml", "setup.py")
 DEFAULT_BACKEND: str = ModelSpec.model_fields["backend"].default
 

@@ -3,10 +3,16 @@
 Exit codes: 0 success; 1 an expected failure (Docker, build, integrity...); 2 a spec or
 usage error; 3 a bug (the traceback goes to a log file, or to stderr with ``--debug``);
 130 interrupted. Logs and progress go to stderr, results to stdout.
+
+Verbs are registered in one literal table (:data:`VERBS`) and imported when named (Click's
+"lazily loading subcommands" pattern), so a verb pays only for its own imports: ``mmaas ci
+changed`` needs neither ONNX, Jinja2 nor gRPC, and runs where only the ``ci`` extra is
+installed.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 import tempfile
@@ -17,26 +23,39 @@ from pathlib import Path
 import click
 
 from mmaas import __version__
-from mmaas.cli import (
-    bench,
-    build,
-    cache,
-    ci,
-    doctor,
-    init,
-    push,
-    render,
-    serve,
-    validate,
-    verify,
-)
 from mmaas.core.errors import MmaasError, SpecError
 
 BUG_EXIT = 3
 INTERRUPTED_EXIT = 130
+# verb -> the module under mmaas.cli whose ``command`` it is
+VERBS = {
+    verb: f"mmaas.cli.{verb}"
+    for verb in (
+        "init", "validate", "render", "build", "serve", "verify", "push", "bench", "ci",
+        "cache", "doctor",
+    )
+}  # fmt: skip
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class VerbGroup(click.Group):
+    """The root group: the verbs of :data:`VERBS`, each imported when it is named."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        """Every verb, sorted (``mmaas --help``)."""
+        return sorted(VERBS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        """The verb's command, importing its module; None for an unknown verb."""
+        if cmd_name not in VERBS:
+            return None
+        command: click.Command = importlib.import_module(VERBS[cmd_name]).command
+        return command
+
+
+@click.group(
+    cls=VerbGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.version_option(__version__, prog_name="mmaas")
 @click.option("--debug", is_flag=True, help="Show the full traceback of any error.")
 @click.pass_context
@@ -50,10 +69,6 @@ def cli(ctx: click.Context, debug: bool) -> None:
       mmaas build models/my-model                       # build the serving image
     """
     ctx.obj = {"debug": debug}
-
-
-for _verb in (init, validate, render, build, serve, verify, push, bench, ci, cache, doctor):
-    cli.add_command(_verb.command)
 
 
 def error_report(exc: MmaasError) -> dict[str, object]:
