@@ -11,9 +11,10 @@ Usage: ``python scripts/extra_requirements.py EXTRA [EXTRA ...] > requirements.t
 from __future__ import annotations
 
 import sys
-import tomllib
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+
+import tomllib
 
 PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
 
