@@ -146,3 +146,66 @@ def external_data_model(folder: Path) -> Path:
         model, str(path), save_as_external_data=True, location="weights/big.bin", size_threshold=0
     )
     return path
+
+
+def branch_model(path: Path, rate: int = 16000, frame: int = 160) -> Path:
+    """``path``: audio FP32 [1, L] and rate INT64 [1]; ``rate == 16000`` takes the branch
+    that runs at any L (y = audio [1, L, 1]); any other rate the branch that reshapes to
+    frames of ``frame`` samples (y [1, L / frame, frame]), which fails unless L is a
+    multiple of ``frame``: a profile valid only on the right branch."""
+    target = numpy_helper.from_array(np.array([rate], np.int64), "rate_16k")
+    frames = numpy_helper.from_array(np.array([1, -1, frame], np.int64), "frames")
+    axes = numpy_helper.from_array(np.array([2], np.int64), "axes")
+    y = [helper.make_tensor_value_info("y", FLOAT, None)]
+    then = helper.make_graph([helper.make_node("Unsqueeze", ["audio", "axes"], ["y"])], "t", [], y)
+    other = helper.make_graph([helper.make_node("Reshape", ["audio", "frames"], ["y"])], "e", [], y)
+    nodes = [
+        helper.make_node("Equal", ["rate", "rate_16k"], ["same"]),
+        helper.make_node("Squeeze", ["same"], ["cond"]),
+        helper.make_node("If", ["cond"], ["y"], then_branch=then, else_branch=other),
+    ]
+    model = onnx_model(
+        nodes,
+        [value_info("audio", FLOAT, [1, "L"]), value_info("rate", TensorProto.INT64, [1])],
+        [value_info("y", FLOAT, [1, "F", "S"])],
+        [target, frames, axes],
+    )
+    onnx.save(model, str(path))
+    return path
+
+
+def bf16_model(path: Path) -> Path:
+    """``path``: x BF16 [N, 4] -> y BF16 [N, 4] = x * x computed in FP32 (Cast both ways),
+    and z FP32 [N, 4] = x as float32: BF16 in, BF16 and FP32 out."""
+    bf16 = TensorProto.BFLOAT16
+    nodes = [
+        helper.make_node("Cast", ["x"], ["z"], to=FLOAT),
+        helper.make_node("Mul", ["z", "z"], ["square"]),
+        helper.make_node("Cast", ["square"], ["y"], to=bf16),
+    ]
+    model = onnx_model(
+        nodes,
+        [value_info("x", bf16, ["N", 4])],
+        [value_info("y", bf16, ["N", 4]), value_info("z", FLOAT, ["N", 4])],
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(path))
+    return path
+
+
+def reflect_pad_model(path: Path, pad: int = 3) -> Path:
+    """``path``: x FP32 [N, C, L] -> y = Relu(x) reflect-padded by ``pad`` on both ends of
+    L: ONNX Runtime needs L > ``pad`` (L >= pad + 1) there."""
+    pads = numpy_helper.from_array(np.array([0, 0, pad, 0, 0, pad], np.int64), "pads")
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"]),
+        helper.make_node("Pad", ["r", "pads"], ["y"], mode="reflect"),
+    ]
+    model = onnx_model(
+        nodes,
+        [value_info("x", FLOAT, ["N", 2, "L"])],
+        [value_info("y", FLOAT, ["N", 2, "P"])],
+        [pads],
+    )
+    onnx.save(model, str(path))
+    return path

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 import tritonclient.grpc as triton
 from tritonclient.grpc import service_pb2
+from tritonclient.utils import deserialize_bf16_tensor
 
-from mmaas.core.datatypes import NUMPY_BY_DATATYPE
+from mmaas.core.datatypes import BFLOAT16, NUMPY_BY_DATATYPE
 from mmaas.core.errors import UsageError
 from mmaas.server.grpc.converters import (
     decode_bytes,
@@ -108,7 +109,10 @@ def test_typed_value_count_must_match_shape() -> None:
 def test_typed_values_outside_the_datatype_range_are_refused() -> None:
     tensor = InputTensor(name="x", datatype="UINT8", shape=[2])
     tensor.contents.uint_contents.extend([1, 300])
-    with pytest.raises(InvalidArgument, match="outside UINT8's range"):
+    with pytest.raises(
+        InvalidArgument,
+        match=r"contents.uint_contents: value 300 at index \[1\] does not fit UINT8 \(0..255\)",
+    ):
         to_array(tensor, None)
 
 
@@ -207,3 +211,40 @@ def test_from_outputs_reads_back_with_tritonclient() -> None:
     result = triton.InferResult(response)
     np.testing.assert_array_equal(result.as_numpy("boxes"), boxes)
     assert result.as_numpy("labels").tolist() == [b"cat", b""]
+
+
+# BF16 (ml_dtypes.bfloat16): tritonclient sends float32 arrays cut to 2-byte words.
+BF16_VALUES = np.array([[1.5, -2.0, 3.140625], [0.0, 65280.0, -0.0078125]], np.float32)
+
+
+def test_bf16_raw_decodes_what_tritonclient_encodes_as_bfloat16() -> None:
+    tensor, raw = client_tensor("x", BF16_VALUES, "BF16")
+    assert len(raw) == 12
+    decoded = to_array(tensor, raw)
+    assert decoded.dtype == BFLOAT16 and decoded.shape == (2, 3)
+    np.testing.assert_array_equal(decoded.astype(np.float32), BF16_VALUES)
+
+
+def test_bf16_outputs_are_labelled_bf16_and_read_back_by_tritonclient() -> None:
+    response = service_pb2.ModelInferResponse()
+    from_outputs(response, {"y": BF16_VALUES.astype(BFLOAT16)})
+    assert response.outputs[0].datatype == "BF16"
+    words = deserialize_bf16_tensor(response.raw_output_contents[0])
+    np.testing.assert_array_equal(words.reshape(2, 3), BF16_VALUES)
+
+
+def test_bf16_typed_contents_travel_as_fp32_and_round_trip() -> None:
+    tensor = InputTensor(name="x")
+    assert from_array(tensor, BF16_VALUES.astype(BFLOAT16), typed=True) is None
+    assert tensor.datatype == "BF16"
+    assert list(tensor.contents.fp32_contents) == BF16_VALUES.reshape(-1).tolist()
+    decoded = to_array(tensor, None)
+    assert decoded.dtype == BFLOAT16
+    np.testing.assert_array_equal(decoded.astype(np.float32), BF16_VALUES)
+
+
+def test_bf16_typed_value_beyond_the_bfloat16_range_is_refused() -> None:
+    tensor = InputTensor(name="x", datatype="BF16", shape=[2])
+    tensor.contents.fp32_contents.extend([1.0, 3.4e38])  # a float32, infinite as bfloat16
+    with pytest.raises(InvalidArgument, match=r"'x': contents.fp32_contents: value .* BF16"):
+        to_array(tensor, None)

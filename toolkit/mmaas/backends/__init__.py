@@ -89,11 +89,15 @@ class CompileResult:
         engine_file: the engine's file name inside ``out_dir``.
         command: the argv (or API call, as text) that built it, for the manifest.
         report: the back end's build report (timings in ms, tool output summary).
+        model: the signature the engine really has, when it differs from the request's
+            (TensorRT binds an ONNX INT64 input as INT32): the manifest, and so
+            ModelMetadata, records it; None = the request's.
     """
 
     engine_file: str
     command: Sequence[str]
     report: Mapping[str, Any] = field(default_factory=dict)
+    model: ModelInfo | None = None
 
 
 class Engine(Protocol):

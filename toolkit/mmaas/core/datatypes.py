@@ -1,16 +1,22 @@
-"""The one table of tensor datatypes: KServe v2 names <-> numpy dtypes <-> byte sizes.
+"""The one table of tensor datatypes: KServe v2 names <-> numpy dtypes <-> byte sizes, and
+the one checked cast between them.
 
 KServe v2 / Open Inference Protocol "Tensor Data Types": BOOL, UINT8..UINT64, INT8..INT64,
-FP16, FP32, FP64, BF16 and BYTES. BF16 has no numpy dtype (served as raw 2-byte words,
-uint16); BYTES maps to numpy ``object`` arrays of ``bytes``.
+FP16, FP32, FP64, BF16 and BYTES. BF16 is ``ml_dtypes.bfloat16`` (the numpy dtype ONNX and
+JAX use; 2 bytes, little-endian on the wire); BYTES maps to numpy ``object`` arrays of
+``bytes``. :func:`cast_checked` is the rule for every narrowing conversion (a request's
+INT64 into an engine's INT32 binding, JSON numbers into a tensor, sample values into an
+input): values the target cannot hold are refused, never wrapped or saturated.
 """
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
-from mmaas.core.errors import UsageError
+from mmaas.core.errors import InputError, UsageError
 
+BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 # KServe v2 datatype -> numpy dtype (element size = dtype.itemsize; BYTES is variable).
 NUMPY_BY_DATATYPE: dict[str, np.dtype] = {
     "BOOL": np.dtype(np.bool_),
@@ -25,16 +31,15 @@ NUMPY_BY_DATATYPE: dict[str, np.dtype] = {
     "FP16": np.dtype(np.float16),
     "FP32": np.dtype(np.float32),
     "FP64": np.dtype(np.float64),
-    "BF16": np.dtype(np.uint16),
+    "BF16": BFLOAT16,
     "BYTES": np.dtype(np.object_),
 }
-DATATYPE_BY_NUMPY: dict[np.dtype, str] = {
-    dtype: name for name, dtype in NUMPY_BY_DATATYPE.items() if name != "BF16"
-}
+DATATYPE_BY_NUMPY: dict[np.dtype, str] = {dtype: name for name, dtype in NUMPY_BY_DATATYPE.items()}
+FLOATING = ("FP16", "FP32", "FP64", "BF16")
 
 
 def to_numpy(datatype: str) -> np.dtype:
-    """numpy dtype of a KServe v2 datatype name.
+    """numpy dtype of a KServe v2 datatype name (BF16: ``ml_dtypes.bfloat16``).
 
     Raises:
         UsageError: the name is not a KServe v2 datatype.
@@ -48,7 +53,8 @@ def to_numpy(datatype: str) -> np.dtype:
 
 
 def from_numpy(dtype: np.dtype) -> str:
-    """KServe v2 datatype name of a numpy dtype (``str_``/``bytes_`` map to BYTES).
+    """KServe v2 datatype name of a numpy dtype (``str_``/``bytes_`` map to BYTES,
+    ``ml_dtypes.bfloat16`` to BF16).
 
     Raises:
         UsageError: no KServe v2 datatype holds this dtype.
@@ -65,3 +71,75 @@ def from_numpy(dtype: np.dtype) -> str:
 def element_size(datatype: str) -> int:
     """Bytes per element of a fixed-size datatype; 0 for BYTES (variable length)."""
     return 0 if datatype == "BYTES" else to_numpy(datatype).itemsize
+
+
+def is_floating(dtype: np.dtype) -> bool:
+    """True for FP16, FP32, FP64 and BF16 (``ml_dtypes.bfloat16`` is numpy kind ``V``)."""
+    return np.dtype(dtype).kind == "f" or np.dtype(dtype) == BFLOAT16
+
+
+def cast_checked(array: np.ndarray, dtype: np.dtype, what: str) -> np.ndarray:
+    """``array`` as ``dtype``, refusing every value the cast would change other than a
+    float's rounding: an integer outside the target's range (2**40 + 5 into INT32 would
+    wrap to 5), a negative into an unsigned type, a fraction, NaN or infinity into an
+    integer type, a finite value that overflows a float type to infinity, a number into
+    BOOL other than 0 and 1. The same dtype, or a widening one, returns at no cost.
+
+    ``what`` names the tensor in the message (``input 'x'``).
+
+    Raises:
+        InputError: naming ``what``, the first offending value and the target's range
+            (the server answers INVALID_ARGUMENT with it).
+    """
+    source, target = np.dtype(array.dtype), np.dtype(dtype)
+    if source == target or np.can_cast(source, target, "safe"):
+        return array.astype(target, copy=False)
+    if source.kind == "O" or target.kind == "O":
+        raise InputError(f"{what}: cannot convert {source} values to {_name(target)}")
+    values = array if source != BFLOAT16 else array.astype(np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        cast = values.astype(target)
+    bad = _refused(values, cast, target)
+    if bad.any():
+        index = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise InputError(
+            f"{what}: value {values[index].item()!r} at index {list(index)} does not fit "
+            f"{_name(target)} ({_range(target)}); refusing to narrow it"
+        )
+    return cast
+
+
+def _refused(values: np.ndarray, cast: np.ndarray, target: np.dtype) -> np.ndarray:
+    """Mask of the elements of ``values`` that ``target`` cannot hold (``cast``: them cast)."""
+    kind = values.dtype.kind
+    if target.kind == "b":
+        return np.asarray((values != 0) & (values != 1))
+    if target.kind in "iu":
+        limits = np.iinfo(target)
+        if kind == "b":
+            return np.zeros(values.shape, bool)
+        if kind == "f":
+            with np.errstate(invalid="ignore"):
+                whole = np.isfinite(values) & (values == np.round(values))
+                upper = 2.0 ** (target.itemsize * 8 - (target.kind == "i"))  # exact
+                inside = (values >= limits.min) & (values < upper)
+            return np.asarray(~(whole & inside))
+        return np.asarray((values < limits.min) | (values > limits.max))
+    # a float target: only a finite value that becomes infinite is refused (rounding is
+    # what a float datatype means)
+    wide = values.astype(np.float64) if kind != "b" else values
+    return np.asarray(np.isfinite(wide) & ~np.isfinite(cast.astype(np.float64)))
+
+
+def _name(dtype: np.dtype) -> str:
+    return DATATYPE_BY_NUMPY.get(np.dtype(dtype), str(dtype))
+
+
+def _range(dtype: np.dtype) -> str:
+    if dtype.kind == "b":
+        return "0 or 1"
+    if dtype.kind in "iu":
+        limits = np.iinfo(dtype)
+        return f"{limits.min}..{limits.max}"
+    largest = float(ml_dtypes.finfo(dtype).max)
+    return f"|value| <= {largest:.6g}"

@@ -22,6 +22,7 @@ import numpy as np
 from mmaas.backends import Engine
 from mmaas.core.errors import BuildError
 from mmaas.core.manifest import ModelInfo
+from mmaas.core.ort_io import has_bfloat16, run_session, session_options
 from mmaas.core.request import AccuracyCheck
 from mmaas.core.samples import sample_inputs
 
@@ -59,10 +60,12 @@ def accuracy_gate(
         )
     ]
     reference, version = _reference_session(source)
+    bfloat16 = has_bfloat16(reference)
     names = [t.name for t in model.outputs if t.datatype != "BYTES"]
     stats: dict[str, dict[str, Any]] = {}
     for label, arrays in samples:
-        expected = dict(zip(names, reference.run(names, arrays), strict=True))
+        fetched = run_session(reference, names, arrays, bfloat16=bfloat16)
+        expected = dict(zip(names, fetched, strict=True))
         actual = engine.infer(arrays, names)
         for name in names:
             found = compare(actual[name], expected[name], tolerance(check, name), label)
@@ -140,9 +143,8 @@ def compare(
 def _reference_session(source: Path) -> tuple[Any, str]:
     import onnxruntime as ort
 
-    options = ort.SessionOptions()
+    options = session_options(ort)
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    options.log_severity_level = 3
     try:
         session = ort.InferenceSession(str(source), options, providers=["CPUExecutionProvider"])
     except Exception as exc:  # ORT raises its own untyped exceptions

@@ -99,7 +99,7 @@ def build_model_dir(
         result = compiler.compile(replace(request, out_dir=work))
         facts = compiler.runtime.describe()
         draft = Manifest(
-            model=request.model,
+            model=result.model or request.model,  # the engine's real bindings
             engine=FileRecord.of(work, result.engine_file),
             engine_data=tuple(FileRecord.of(work, name) for name in compiler.data_files(work)),
             source=FileRecord.of(request.source.parent, request.source.name),

@@ -23,6 +23,7 @@ from mmaas.backends.onnxruntime.runtime import ENGINE_FILE, PROVIDERS, OnnxRunti
 from mmaas.backends.onnxruntime.settings import OnnxRuntimeSettings
 from mmaas.core.errors import BuildError
 from mmaas.core.manifest import Manifest
+from mmaas.core.ort_io import session_options
 
 ENGINE_DATA_FILE = "model.ort.onnx.data"
 EXTERNAL_MIN_BYTES = 1024  # ONNX Runtime's default: smaller initializers stay in the graph
@@ -52,7 +53,7 @@ class OnnxRuntimeCompiler:
         """
         settings: OnnxRuntimeSettings = request.settings
         level = settings.graph_optimization_level
-        options = ort.SessionOptions()
+        options = session_options(ort)  # the hardware-specific warning is in the manifest
         options.graph_optimization_level = LEVELS[level]
         options.optimized_model_filepath = str(request.out_dir / ENGINE_FILE)
         options.add_session_config_entry(
@@ -62,7 +63,6 @@ class OnnxRuntimeCompiler:
             "session.optimized_model_external_initializers_min_size_in_bytes",
             str(EXTERNAL_MIN_BYTES),
         )
-        options.log_severity_level = 3  # the hardware-specific warning is in the manifest
         started = time.perf_counter()
         try:
             ort.InferenceSession(str(request.source), options, providers=PROVIDERS)

@@ -20,6 +20,7 @@ import onnxruntime as ort
 
 from mmaas.core.errors import CompatibilityError, InputError
 from mmaas.core.manifest import Manifest
+from mmaas.core.ort_io import has_bfloat16, run_session, session_options
 
 ENGINE_FILE = "model.ort.onnx"
 # x86 vector extensions that ONNX Runtime's CPU kernels and NCHWc layout depend on.
@@ -43,19 +44,20 @@ PROVIDERS = ["CPUExecutionProvider"]
 
 
 class OnnxRuntimeEngine:
-    """A loaded ONNX Runtime session (CPU execution provider)."""
+    """A loaded ONNX Runtime session (CPU execution provider). A session with a BF16 input
+    or output runs through OrtValues (:mod:`mmaas.core.ort_io`)."""
 
     def __init__(self, session: ort.InferenceSession) -> None:
         self.session = session
+        self.bfloat16 = has_bfloat16(session)
 
     def infer(
         self, inputs: Mapping[str, np.ndarray], outputs: Sequence[str]
     ) -> dict[str, np.ndarray]:
         """Run ``session.run`` once; returns ``{name: array}`` for the requested outputs."""
         names = list(outputs)
-        values = self.session.run(
-            names, {name: _to_ort(name, array) for name, array in inputs.items()}
-        )
+        feeds = {name: _to_ort(name, array) for name, array in inputs.items()}
+        values = run_session(self.session, names, feeds, bfloat16=self.bfloat16)
         return {name: _from_ort(value) for name, value in zip(names, values, strict=True)}
 
 
@@ -70,9 +72,8 @@ class OnnxRuntimeRuntime:
         """Open ``directory/<engine>`` with optimizations off and ``threads`` intra-op
         threads (0 = ONNX Runtime's default, one per core). With fewer threads than cores
         (several instances) the pool does not spin (``session.intra_op.allow_spinning``)."""
-        options = ort.SessionOptions()
+        options = session_options(ort)  # errors reach the caller as exceptions, once
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        options.log_severity_level = 3  # errors reach the caller as exceptions, once
         options.intra_op_num_threads = threads
         if 0 < threads < (os.cpu_count() or 1):
             # several instances share the cores: spinning thread pools would fight

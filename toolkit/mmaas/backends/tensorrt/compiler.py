@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from mmaas.backends import CompileRequest, CompileResult, LatencyProbe
+from mmaas.backends.tensorrt.bindings import served_signature
 from mmaas.backends.tensorrt.cache_run import CacheRun
 from mmaas.backends.tensorrt.gpu import no_gpu_message
 from mmaas.backends.tensorrt.releases import parse_version
@@ -40,7 +41,7 @@ from mmaas.backends.tensorrt.trtexec.network import NetworkInputs, network_input
 from mmaas.backends.tensorrt.trtexec.profile import profile_mismatches
 from mmaas.core import proc
 from mmaas.core.errors import BuildError, ProcessError
-from mmaas.core.manifest import Manifest
+from mmaas.core.manifest import Manifest, ModelInfo
 
 WORKSPACE_TOLERANCE_MIB = 0.5
 
@@ -122,6 +123,7 @@ class TensorRTCompiler:
         if not log.passed:
             raise BuildError(f"trtexec failed: {log.why()}", hint=f"argv: {shlex.join(argv)}")
         _check_engine(request, log, network, argv)
+        served = _served_signature(request)
         timing_cache = cache.finish(log)
         for warning in timing_cache.get("warnings", []):
             print(f"mmaas: warning: {warning}", file=sys.stderr, flush=True)
@@ -132,7 +134,7 @@ class TensorRTCompiler:
             "portability": _portability(request),
             "warnings": timing_cache.get("warnings", []),
         }
-        return CompileResult(engine_file=ENGINE_FILE, command=argv, report=report)
+        return CompileResult(engine_file=ENGINE_FILE, command=argv, report=report, model=served)
 
 
 def _require_release(installed: str | None, settings: TensorRTSettings) -> str:
@@ -209,6 +211,14 @@ def _check_engine(
             f"{asked:g} MiB: the --memPoolSize spelling in mmaas.backends.tensorrt.releases "
             f"is wrong for TensorRT {log.tensorrt_version}"
         )
+
+
+def _served_signature(request: CompileRequest) -> ModelInfo:
+    """The request's signature with the datatypes of the engine's real bindings (an ONNX
+    INT64 input that TensorRT bound as INT32 is served, and described, as INT32)."""
+    from mmaas.backends.tensorrt.engine import plan_bindings
+
+    return served_signature(request.model, plan_bindings(request.out_dir / ENGINE_FILE))
 
 
 def _portability(request: CompileRequest) -> dict[str, Any]:

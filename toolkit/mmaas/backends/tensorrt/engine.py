@@ -4,7 +4,10 @@ runtime bindings for memory and streams). Imported only by
 :meth:`mmaas.backends.tensorrt.runtime.TensorRTRuntime.load`, so nothing else needs TensorRT.
 
 One optimization profile (index 0), as ``trtexec --minShapes/--optShapes/--maxShapes``
-builds it. Device buffers grow to the largest request seen and are reused.
+builds it. Device buffers grow to the largest request seen and are reused. A request's
+array is cast into its binding's datatype by the checked rule of
+:func:`mmaas.backends.tensorrt.bindings.to_binding` (an INT64 value that an INT32 binding
+cannot hold is refused naming the input, never wrapped).
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from mmaas.backends.tensorrt.bindings import read_bindings, to_binding
+from mmaas.core.datatypes import to_numpy
 from mmaas.core.manifest import ModelInfo
 
 try:  # cuda-python >= 12.6 names the module cuda.bindings; older releases cuda.cudart
@@ -50,6 +55,7 @@ class TensorRTEngine:
         self.stream = _check(cudart.cudaStreamCreate())
         self.context.set_optimization_profile_async(0, self.stream)
         self.buffers: dict[str, tuple[int, int]] = {}  # name -> (device pointer, bytes)
+        self.datatypes = read_bindings(self.engine)  # name -> KServe v2 datatype
 
     def infer(
         self, inputs: Mapping[str, np.ndarray], outputs: Sequence[str]
@@ -57,12 +63,13 @@ class TensorRTEngine:
         """Set the input shapes, copy in, run ``execute_async_v3`` on the stream, copy out.
 
         Raises:
+            InputError: a value does not fit its binding's datatype.
             ProfileError: an input shape outside min..max of profile 0.
             RuntimeError: TensorRT or CUDA failed.
         """
         for name, array in inputs.items():
             self._check_profile(name, array.shape)
-            host = np.ascontiguousarray(array, dtype=trt.nptype(self.engine.get_tensor_dtype(name)))
+            host = to_binding(name, array, self.datatypes[name])
             if not self.context.set_input_shape(name, host.shape):
                 raise ProfileError(f"input {name!r}: TensorRT refused shape {list(host.shape)}")
             self._bind(name, host.nbytes)
@@ -78,7 +85,7 @@ class TensorRTEngine:
         results = {}
         for name in self._output_names():
             shape = tuple(self.context.get_tensor_shape(name))
-            results[name] = np.empty(shape, trt.nptype(self.engine.get_tensor_dtype(name)))
+            results[name] = np.empty(shape, to_numpy(self.datatypes[name]))
             self._bind(name, max(results[name].nbytes, 1))
         if not self.context.execute_async_v3(self.stream):
             raise RuntimeError("TensorRT execute_async_v3 failed (see the TensorRT log)")
@@ -126,3 +133,17 @@ class TensorRTEngine:
             pointer, size = _check(cudart.cudaMalloc(nbytes)), nbytes
             self.buffers[name] = (pointer, size)
         self.context.set_tensor_address(name, pointer)
+
+
+def plan_bindings(plan: Path) -> dict[str, str]:
+    """:func:`read_bindings` of the engine file ``plan`` (the builder stage's check of what
+    trtexec built).
+
+    Raises:
+        RuntimeError: TensorRT cannot deserialize it. BuildError: as read_bindings.
+    """
+    runtime = trt.Runtime(trt.Logger(trt.Logger.WARNING))
+    engine = runtime.deserialize_cuda_engine(plan.read_bytes())
+    if engine is None:
+        raise RuntimeError(f"{plan}: TensorRT could not deserialize the engine")
+    return read_bindings(engine)

@@ -20,6 +20,7 @@ import numpy as np
 
 from mmaas.core.errors import BuildError
 from mmaas.core.manifest import ModelInfo
+from mmaas.core.ort_io import has_bfloat16, run_session, session_options
 from mmaas.core.samples import sample_inputs
 
 QDQ_OPS = {"QuantizeLinear", "DequantizeLinear"}
@@ -68,9 +69,12 @@ def _max_diff(
 
     feeds = sample_inputs(model, point)  # type: ignore[arg-type]
     names = [tensor.name for tensor in model.outputs]
-    want, got = (
-        ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(names, feeds)
+    sessions = (
+        ort.InferenceSession(str(path), session_options(ort), providers=["CPUExecutionProvider"])
         for path in (source, target)
+    )
+    want, got = (
+        run_session(session, names, feeds, bfloat16=has_bfloat16(session)) for session in sessions
     )
     worst = 0.0
     for name, expected, actual in zip(names, want, got, strict=True):

@@ -3,9 +3,13 @@
 The wire format is KServe v2 / Open Inference Protocol (Triton's ``grpc_service.proto``):
 a tensor's data is either one ``raw_input_contents`` / ``raw_output_contents`` entry
 (little-endian, row-major; BYTES as elements each prefixed by a 4-byte little-endian
-length) or its typed ``contents`` field (:data:`CONTENTS_FIELD`). Datatype names and
-numpy dtypes come from the one table in :mod:`mmaas.core.datatypes`. Every malformed tensor
-raises :class:`~mmaas.server.status.InvalidArgument` naming the tensor and the field.
+length; BF16 as 2-byte bfloat16 words, what tritonclient's ``serialize_bf16_tensor``
+sends) or its typed ``contents`` field (:data:`CONTENTS_FIELD`: BF16 values travel in
+``fp32_contents``, rounded to the nearest bfloat16). Datatype names and numpy dtypes
+come from the one table in :mod:`mmaas.core.datatypes`; typed values are converted
+with its one checked cast, so a value the datatype cannot hold is refused, never wrapped.
+Every malformed tensor raises :class:`~mmaas.server.status.InvalidArgument` naming the
+tensor and the field.
 """
 
 from __future__ import annotations
@@ -17,11 +21,12 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from mmaas.core.datatypes import NUMPY_BY_DATATYPE, from_numpy
-from mmaas.core.errors import UsageError
+from mmaas.core.datatypes import BFLOAT16, NUMPY_BY_DATATYPE, cast_checked, from_numpy
+from mmaas.core.errors import InputError, UsageError
 from mmaas.server.status import InvalidArgument
 
-# KServe v2 InferTensorContents field per datatype; FP16 and BF16 travel only as raw bytes.
+# KServe v2 InferTensorContents field per datatype; FP16 travels only as raw bytes; BF16,
+# a float32 cut to 16 bits, as float32 values (fp32_contents holds every BF16 exactly).
 CONTENTS_FIELD: dict[str, str | None] = {
     "BOOL": "bool_contents",
     "UINT8": "uint_contents",
@@ -33,7 +38,7 @@ CONTENTS_FIELD: dict[str, str | None] = {
     "INT32": "int_contents",
     "INT64": "int64_contents",
     "FP16": None,
-    "BF16": None,
+    "BF16": "fp32_contents",
     "FP32": "fp32_contents",
     "FP64": "fp64_contents",
     "BYTES": "bytes_contents",
@@ -87,7 +92,7 @@ def from_array(tensor: Tensor, array: np.ndarray, *, typed: bool = False) -> byt
 
     Raises:
         UsageError: the array's dtype has no KServe v2 datatype, or ``typed`` is asked for
-            FP16/BF16, which have no typed contents field.
+            FP16, which has no typed contents field.
     """
     datatype = from_numpy(array.dtype)
     tensor.datatype = datatype
@@ -104,7 +109,10 @@ def from_array(tensor: Tensor, array: np.ndarray, *, typed: bool = False) -> byt
     field = CONTENTS_FIELD[datatype]
     if field is None:
         raise UsageError(f"{datatype} has no typed contents field in KServe v2; send it raw")
-    getattr(tensor.contents, field).extend(array.reshape(-1).tolist())
+    flat = array.reshape(-1)
+    getattr(tensor.contents, field).extend(
+        (flat.astype(np.float32) if array.dtype == BFLOAT16 else flat).tolist()
+    )
     return None
 
 
@@ -207,15 +215,10 @@ def _from_contents(
         )
     if tensor.datatype == "BYTES":
         return _object_array(list(values), shape)
-    array = np.array(values)
-    if dtype.kind in "iu" and array.size:
-        limits = np.iinfo(dtype)
-        if array.min() < limits.min or array.max() > limits.max:
-            raise InvalidArgument(
-                f"{where}: contents.{field} holds values outside "
-                f"{tensor.datatype}'s range {limits.min}..{limits.max}"
-            )
-    return array.astype(dtype).reshape(shape)
+    try:
+        return cast_checked(np.array(values), dtype, f"{where}: contents.{field}").reshape(shape)
+    except InputError as exc:
+        raise InvalidArgument(exc.message) from None
 
 
 def _object_array(elements: list[bytes], shape: tuple[int, ...]) -> np.ndarray:

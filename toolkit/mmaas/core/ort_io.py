@@ -1,0 +1,85 @@
+"""Run an ONNX Runtime session on numpy arrays of every KServe v2 datatype, BF16 included.
+
+ONNX Runtime's Python binding maps numpy dtypes to tensor types by their numpy type number,
+and ``ml_dtypes.bfloat16`` has none it knows: a bfloat16 array fed to ``session.run`` is
+refused, a uint16 one is refused as ``tensor(uint16)`` ("expected: tensor(bfloat16)"), and
+a bfloat16 output cannot be read back with ``OrtValue.numpy()``. So a session with a BF16
+input or output runs through ``OrtValue``s: a BF16 input is wrapped with
+``OrtValue.ortvalue_from_numpy_with_onnx_type(words, TensorProto.BFLOAT16)`` (its 2-byte
+words), a BF16 output is copied out of the OrtValue's CPU buffer and viewed as bfloat16.
+Every other session keeps the plain ``session.run``. Used by the ONNX Runtime back end and
+by the accuracy gate's reference session; onnxruntime is imported only when needed.
+
+ONNX Runtime's own console lines (ANSI-coloured ``[W:onnxruntime:...]`` / ``[E:...]``
+from its default logger and each session's) would land in the container log beside the
+server's: :func:`session_options` turns them off (severity FATAL); its failures still
+reach the caller as exceptions, which mmaas reports once, in its own words.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from mmaas.core.datatypes import BFLOAT16
+
+ONNX_BFLOAT16 = 16  # onnx.TensorProto.BFLOAT16
+ORT_FATAL = 4  # ONNX Runtime's log severities: 0 verbose, 1 info, 2 warning, 3 error, 4 fatal
+ORT_BFLOAT16 = "tensor(bfloat16)"
+
+
+def session_options(ort: Any) -> Any:
+    """A new ``ort.SessionOptions`` with ONNX Runtime's console logging off: the default
+    logger's (``set_default_logger_severity``, also read by the environment) and the
+    session's (``log_severity_level``) both at FATAL. ``ort`` is the onnxruntime module."""
+    ort.set_default_logger_severity(ORT_FATAL)
+    options = ort.SessionOptions()
+    options.log_severity_level = ORT_FATAL
+    return options
+
+
+def has_bfloat16(session: Any) -> bool:
+    """True when an input or output of ``session`` (an ``onnxruntime.InferenceSession``)
+    is ``tensor(bfloat16)``."""
+    return any(arg.type == ORT_BFLOAT16 for arg in (*session.get_inputs(), *session.get_outputs()))
+
+
+def run_session(
+    session: Any, names: Sequence[str], feeds: Mapping[str, np.ndarray], *, bfloat16: bool
+) -> list[np.ndarray]:
+    """``session.run(names, feeds)``; with ``bfloat16`` (see :func:`has_bfloat16`) through
+    OrtValues, so BF16 arrays go in and come out as ``ml_dtypes.bfloat16``.
+
+    Raises:
+        Exception: ONNX Runtime's own error for a feed it refuses.
+    """
+    if not bfloat16:
+        return list(session.run(list(names), dict(feeds)))
+    import onnxruntime as ort
+
+    values = {name: _ort_value(ort, array) for name, array in feeds.items()}
+    return [_numpy(value) for value in session.run_with_ort_values(list(names), values)]
+
+
+def _ort_value(ort: Any, array: np.ndarray) -> Any:
+    if array.dtype == BFLOAT16:
+        words = np.ascontiguousarray(array).view(np.uint16)
+        return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(words, ONNX_BFLOAT16)
+    if array.dtype == object:  # STRING tensors: OrtValue takes them as numpy str arrays
+        return ort.OrtValue.ortvalue_from_numpy(array.astype(str))
+    return ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(array))
+
+
+def _numpy(value: Any) -> np.ndarray:
+    if value.data_type() != ORT_BFLOAT16:
+        return np.asarray(value.numpy())
+    shape = tuple(value.shape())
+    count = math.prod(shape)
+    if not count:
+        return np.empty(shape, BFLOAT16)
+    words = (ctypes.c_uint16 * count).from_address(value.data_ptr())
+    return np.frombuffer(words, np.uint16).copy().view(BFLOAT16).reshape(shape)
