@@ -18,6 +18,7 @@ from mmaas.core.hashing import bytes_digest
 from mmaas.core.manifest import ModelInfo, TensorInfo
 from mmaas.core.request import BuildRequest, Checks
 from mmaas.spec.model import ChecksSpec, InputSpec, ModelSpec, OutputSpec
+from mmaas.spec.sample_values import sample_values
 
 # name and version of the engine request's model: neutral, so that the compile's layer
 # and the engine-cache key survive a rename or a version bump (the stamp step sets them).
@@ -84,6 +85,12 @@ def _tensor(spec: InputSpec | OutputSpec) -> TensorInfo:
     tensor = TensorInfo(
         name=spec.name, datatype=spec.datatype or "FP32", shape=tuple(spec.shape or ())
     )
-    if isinstance(spec, InputSpec):
-        return replace(tensor, min=spec.min, opt=spec.opt, max=spec.max)
-    return tensor
+    if not isinstance(spec, InputSpec):
+        return tensor
+    return replace(
+        tensor,
+        min=spec.min,
+        opt=spec.opt,
+        max=spec.max,
+        sample_values=sample_values(spec.sample_values),
+    )

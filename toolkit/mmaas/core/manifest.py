@@ -25,6 +25,7 @@ from typing import Any
 from mmaas.core.errors import IntegrityError
 from mmaas.core.files import atomic_write_text
 from mmaas.core.hashing import bytes_digest, file_digests
+from mmaas.core.sample_values import SampleValues
 
 SCHEMA_VERSION = 2  # 2: ``engine_data`` records the engine's data files
 MANIFEST_NAME = "manifest.json"
@@ -41,6 +42,8 @@ class TensorInfo:
         min, opt, max: the optimization profile (inputs only; None for outputs).
         optional: a request may leave this input out (Triton's ``ModelInput.optional``;
             pipeline models only: an engine takes every input).
+        sample_values: what the profile check, the gates and the warm-up feed this input
+            (:mod:`mmaas.core.sample_values`); None: random data of its datatype.
     """
 
     name: str
@@ -50,6 +53,7 @@ class TensorInfo:
     opt: tuple[int, ...] | None = None
     max: tuple[int, ...] | None = None
     optional: bool = False
+    sample_values: SampleValues | None = None
 
 
 @dataclass(frozen=True)
@@ -152,7 +156,7 @@ def read_manifest(directory: Path) -> Manifest:
         )
     try:
         manifest = _from_dict(raw)
-    except (KeyError, TypeError) as exc:
+    except (KeyError, TypeError, ValueError) as exc:
         raise IntegrityError(f"{path}: malformed manifest ({exc})") from exc
     expected = bytes_digest(_canonical({**raw, "manifest_digest": ""}).encode())
     if raw.get("manifest_digest") != expected:
@@ -210,6 +214,7 @@ def _tensor(raw: dict[str, Any]) -> TensorInfo:
         opt=dims("opt"),
         max=dims("max"),
         optional=raw.get("optional", False),
+        sample_values=SampleValues.from_json(raw.get("sample_values")),
     )
 
 
@@ -217,7 +222,7 @@ def model_info_from_dict(model: dict[str, Any]) -> ModelInfo:
     """Rebuild a :class:`ModelInfo` from its ``asdict`` / JSON form.
 
     Raises:
-        KeyError, TypeError: a field is missing or of the wrong kind.
+        KeyError, TypeError, ValueError: a field is missing or of the wrong kind.
     """
     return ModelInfo(
         name=model["name"],

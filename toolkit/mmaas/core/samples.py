@@ -1,7 +1,9 @@
 """Deterministic sample inputs at a profile point (min, opt or max shapes).
 
-Used by the build's profile check, the runtime's warm-up and the benchmarks, so that all
-three feed the engine the same kind of data.
+Used by the build's profile check, the accuracy and latency gates, the runtime's warm-up
+and the benchmarks, so that all of them feed the engine the same kind of data: an input's
+own sample values where model.yaml gives them (:mod:`mmaas.core.sample_values`), else
+random data of its datatype.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mmaas.core.datatypes import to_numpy
+from mmaas.core.datatypes import is_floating, to_numpy
 from mmaas.core.manifest import ModelInfo, TensorInfo
 from mmaas.core.profile import POINTS, ProfilePoint
 
@@ -25,16 +27,24 @@ def profile_shape(tensor: TensorInfo, point: ProfilePoint) -> tuple[int, ...]:
 
 
 def sample_inputs(model: ModelInfo, point: ProfilePoint, seed: int = 0) -> dict[str, np.ndarray]:
-    """One array per input at the ``point`` shapes: floats uniform in [0, 1), integers in
-    [0, 8), booleans random, BYTES as ``b"sample"``; the same ``seed`` gives the same data."""
+    """One array per input at the ``point`` shapes: the input's sample values when it has
+    them, else floats (BF16 included) uniform in [0, 1), integers in [0, 8), booleans
+    random, BYTES as ``b"sample"``; the same ``seed`` gives the same data.
+
+    Raises:
+        InputError: a sample value does not fit its input's datatype.
+    """
     rng = np.random.default_rng(seed)
     arrays: dict[str, np.ndarray] = {}
     for tensor in model.inputs:
         shape = profile_shape(tensor, point)
         dtype = to_numpy(tensor.datatype)
-        if tensor.datatype == "BYTES":
+        if tensor.sample_values is not None:
+            what = f"input {tensor.name!r}: sample_values"
+            arrays[tensor.name] = tensor.sample_values.draw(shape, tensor.datatype, rng, what)
+        elif tensor.datatype == "BYTES":
             arrays[tensor.name] = np.full(shape, b"sample", dtype=object)
-        elif dtype.kind == "f":
+        elif is_floating(dtype):
             arrays[tensor.name] = rng.random(shape, dtype=np.float32).astype(dtype)
         elif dtype.kind == "b":
             arrays[tensor.name] = rng.integers(0, 2, shape).astype(bool)

@@ -15,6 +15,8 @@ them; batching as Triton's ``max_batch_size``):
 * ``max_batch_size > 0``: axis 0 of every input and output is the batch axis; the profile
   batch runs from 1 to ``max_batch_size``; above 1 the graph's axis 0 must be dynamic.
   ``max_batch_size: 0`` means no batch axis: profiles are plain full shapes;
+* an input's ``sample_values`` fit its datatype; a file of them is read into the spec
+  (:mod:`mmaas.spec.sample_values`);
 * the ``checks:`` gates name real tensors and shapes inside the profile (spec_checks);
 * the back end's build target refuses what it cannot build: a precision it lacks, an
   input name it cannot take (TensorRT: names trtexec's shape flags cannot quote).
@@ -31,6 +33,7 @@ from mmaas.spec.checks import check_gates
 from mmaas.spec.model import InputSpec, ModelSpec, OutputSpec, TensorSpec
 from mmaas.spec.onnx_graph import GraphSignature, GraphTensor
 from mmaas.spec.profile import check_profile
+from mmaas.spec.sample_values import complete_sample_values
 from mmaas.spec.yamlio import KeyPath, YamlDocument
 
 
@@ -156,6 +159,14 @@ class _Completer:
         if profile is None:
             return None
         low, opt, high = profile
+        values = complete_sample_values(
+            tensor.name,
+            tensor.datatype,
+            entry.sample_values if isinstance(entry, InputSpec) else None,
+            Path(self.doc.file).parent,
+            path,
+            self.report,
+        )
         return InputSpec(
             name=tensor.name,
             datatype=tensor.datatype,
@@ -163,6 +174,7 @@ class _Completer:
             min=low,
             opt=opt,
             max=high,
+            sample_values=values,
         )
 
     def _shape(

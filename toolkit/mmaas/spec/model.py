@@ -117,14 +117,46 @@ class TensorSpec(_Strict):
     shape: list[int] | None = None
 
 
+SampleScalar = bool | int | float | str
+
+
+class SampleRangeSpec(_Strict):
+    """``sample_values: {min: 2, max: 400}``: values drawn uniformly in min..max (both
+    included for integer inputs)."""
+
+    min: int | float
+    max: int | float
+
+
+class SampleArraySpec(_Strict):
+    """What a ``sample_values`` file completes to (written by mmaas, not by hand): the
+    file's name in the model folder and its array (shape, row-major data)."""
+
+    file: str
+    shape: list[int]
+    data: list[SampleScalar]
+
+
+# a constant | a list of allowed values | {min, max} | a .npy/.npz file in the model folder
+SampleValuesSpec = SampleScalar | list[SampleScalar] | SampleRangeSpec | SampleArraySpec
+
+
 class InputSpec(TensorSpec):
     """A model input and its optimization profile (trtexec ``--minShapes/--optShapes/
     --maxShapes``). Required when the input has a dynamic dim; optional for static inputs,
-    where min = opt = max = shape."""
+    where min = opt = max = shape.
+
+    ``sample_values``: what the build's profile check, the accuracy and latency gates and
+    the server's warm-up feed this input instead of random data (integers 0..7, floats in
+    [0, 1)): a constant (``16000``), a list of allowed values (``[0, 3, 7]``), a range
+    (``{min: 2, max: 400}``), or the name of a ``.npy`` file (or ``.npz`` holding an array
+    named after the input) in the model folder, as text (``values/lengths.npy``). A BYTES
+    constant is a one-entry list (``["hello"]``)."""
 
     min: ProfileShape | None = None
     opt: ProfileShape | None = None
     max: ProfileShape | None = None
+    sample_values: SampleValuesSpec | None = None
 
 
 class OutputSpec(TensorSpec):
