@@ -122,6 +122,7 @@ def test_labels_env_and_build_request(det) -> None:
         "min": [1, 3, 32, 32],
         "opt": [1, 3, 640, 640],
         "max": [4, 3, 1280, 1280],
+        "optional": False,
         "sample_values": None,
     }
     assert request["settings"]["graph_optimization_level"] == "all"
