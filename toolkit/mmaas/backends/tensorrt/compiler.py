@@ -213,10 +213,15 @@ def _check_engine(
         )
 
 
-def _served_signature(request: CompileRequest) -> ModelInfo:
+def _served_signature(request: CompileRequest) -> ModelInfo | None:
     """The request's signature with the datatypes of the engine's real bindings (an ONNX
-    INT64 input that TensorRT bound as INT32 is served, and described, as INT32)."""
-    from mmaas.backends.tensorrt.engine import plan_bindings
+    INT64 input that TensorRT bound as INT32 is served, and described, as INT32); None
+    without TensorRT's Python API (trtexec alone), whose absence the stage's engine load
+    reports next."""
+    try:
+        from mmaas.backends.tensorrt.engine import plan_bindings
+    except ImportError:
+        return None
 
     return served_signature(request.model, plan_bindings(request.out_dir / ENGINE_FILE))
 
