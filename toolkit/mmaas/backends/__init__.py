@@ -11,7 +11,9 @@ Each back end is one package (``backends/<name>/``) with three parts:
 
 :data:`BACKENDS` names them as ``"module:attribute"``, imported only when asked for: the
 server imports only the runtime part it serves, the builder stage only the compiler.
-Adding a back end is its own package plus one entry here.
+Adding a back end is its own package plus one entry here. The data the build-target
+protocol passes (recipe, compile build, doctor's host checks) is in
+:mod:`mmaas.backends.targets`.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 
+from mmaas.backends.targets import CompileBuild, DockerHost, ImageRecipe, Readiness
 from mmaas.core.errors import UsageError
 from mmaas.core.manifest import Manifest, ModelInfo
 
@@ -168,33 +171,6 @@ class Compiler(Protocol):
         ...
 
 
-@dataclass(frozen=True)
-class ImageRecipe:
-    """A model's Dockerfile template (``templates/``) and the mmaas extras its runtime and
-    builder stages install; per spec, so a back end may choose by device or provider."""
-
-    template: str
-    runtime_extras: tuple[str, ...]
-    builder_extras: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class CompileBuild:
-    """The compile build of one model as the host pipeline hands it to a build target.
-    Attributes:
-        build: ``build(stage)`` runs ``docker build`` of the compile context tagged ``tag``
-            (``stage`` None: the whole Dockerfile) and returns the image id.
-        tag: the compile image's tag.
-        docker: the Docker client's argv prefix.
-        work: a scratch directory the target may write into.
-    """
-
-    build: Callable[[str | None], str]
-    tag: str
-    docker: list[str]
-    work: Path
-
-
 class BuildTarget(Protocol):
     """The host side of a back end: how ``mmaas build`` makes its image.
 
@@ -256,6 +232,10 @@ class BuildTarget(Protocol):
 
     def labels(self, manifest: Manifest) -> dict[str, str]:
         """Image labels from the built engine's manifest beyond the common ones."""
+        ...
+
+    def readiness(self, host: DockerHost) -> Readiness:
+        """Its own checks of this host and whether its images build here (``doctor``)."""
         ...
 
     def build_commands(

@@ -27,6 +27,10 @@ START_HINT = (
     "start the engine (as root: `dockerd &`, or run scripts/setup.sh), or point "
     "MMAAS_DOCKER at a client that reaches one"
 )
+HOST_HINT = (
+    "DOCKER_HOST={host} is set, so the client asks that engine, not the local socket: "
+    "start the engine there, correct DOCKER_HOST, or unset it to use the local one"
+)
 
 
 @dataclass(frozen=True)
@@ -74,8 +78,11 @@ def client() -> DockerClient:
                     [binary, "version", "--format", "{{json .}}"], what="docker version"
                 ).stdout
             )
-        except (ProcessError, ValueError) as exc:
-            problems.append(f"{binary}: {str(exc).splitlines()[0]}")
+        except ProcessError as exc:
+            problems.append(f"{binary}: {docker_error_line(exc)}")
+            continue
+        except ValueError as exc:
+            problems.append(f"{binary}: unreadable `docker version` output ({exc})")
             continue
         found = DockerClient(
             binary,
@@ -87,10 +94,23 @@ def client() -> DockerClient:
         reachable.append(found)
     if reachable:
         return reachable[0]
+    host = os.environ.get("DOCKER_HOST")
     raise DockerError(
-        "cannot reach a Docker engine (" + "; ".join(problems or ["no docker client found"]) + ")",
-        hint=START_HINT,
+        "cannot reach a Docker engine"
+        + (f" at DOCKER_HOST={host}" if host else "")
+        + "\n"
+        + "\n".join(f"  {line}" for line in problems or ["no docker client found"]),
+        hint=HOST_HINT.format(host=host) if host else START_HINT,
     )
+
+
+def docker_error_line(exc: ProcessError) -> str:
+    """Docker's own error line from a failed client run (``Cannot connect to the Docker
+    daemon at unix:///var/run/docker.sock. Is the docker daemon running?``): the last
+    line of its output that is not the JSON it printed first, else mmaas's message."""
+    lines = [line.strip() for line in exc.output_tail.splitlines() if line.strip()]
+    own = [line for line in lines if not line.startswith("{")]
+    return own[-1] if own else exc.message
 
 
 def _has_buildkit(binary: str, versions: Mapping[str, Any]) -> bool:

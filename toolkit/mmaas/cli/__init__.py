@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> None:
     words = argv if argv is not None else sys.argv[1:]
     debug = "--debug" in words
     try:
-        cli.main(args=argv, prog_name="mmaas", standalone_mode=False)
+        code = cli.main(args=argv, prog_name="mmaas", standalone_mode=False)
     except MmaasError as exc:
         if debug:
             traceback.print_exc()
@@ -117,4 +117,4 @@ def main(argv: list[str] | None = None) -> None:
             traceback.print_exc()
         click.secho(f"internal error (a bug in mmaas); full report in {report}", fg="red", err=True)
         sys.exit(BUG_EXIT)
-    sys.exit(0)
+    sys.exit(code if isinstance(code, int) else 0)  # a verb's ctx.exit(N)

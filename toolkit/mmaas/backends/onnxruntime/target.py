@@ -17,6 +17,7 @@ from typing import Any
 from mmaas.backends import CompileBuild, ImageRecipe
 from mmaas.backends.onnxruntime.runtime import OnnxRuntimeRuntime
 from mmaas.backends.onnxruntime.settings import OnnxRuntimeSettings
+from mmaas.backends.targets import DockerHost, HostCheck, Readiness
 from mmaas.build.cache.registry import remove_image
 from mmaas.build.docker import copy_from_image
 from mmaas.build.plan import ENGINE_CONTEXT, ENGINE_DIR, ContextFile
@@ -87,6 +88,16 @@ class OnnxRuntimeTarget:
     def labels(self, manifest: Manifest) -> dict[str, str]:
         """None beyond the common labels."""
         return {}
+
+    def readiness(self, host: DockerHost) -> Readiness:
+        """ONNX Runtime on the host (the engine-cache key reads its CPU facts; ``mmaas
+        serve`` runs it) and a Docker engine."""
+        import onnxruntime
+
+        check = HostCheck("onnxruntime", True, f"ONNX Runtime {onnxruntime.__version__} (CPU)")
+        if not host.docker.ok:
+            return Readiness((check,), False, host.docker.summary)
+        return Readiness((check,), True, "Docker engine and ONNX Runtime")
 
     def build_commands(
         self,

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mmaas.backends import CompileBuild, ImageRecipe
+from mmaas.backends.targets import DockerHost, Readiness
 from mmaas.backends.tensorrt.gpu_route import (
     BUILDER_TARGET,
     compile_on_gpu,
@@ -25,6 +26,7 @@ from mmaas.backends.tensorrt.gpu_route import (
     target_tag,
     tensorrt_labels,
 )
+from mmaas.backends.tensorrt.host import tensorrt_readiness
 from mmaas.backends.tensorrt.image import tensorrt_plan_values
 from mmaas.backends.tensorrt.settings import TensorRTSettings
 from mmaas.backends.tensorrt.timing_cache import TimingCacheStore
@@ -114,6 +116,11 @@ class TensorRTTarget:
     def labels(self, manifest: Manifest) -> dict[str, str]:
         """The facts a host needs to run the engine (C12)."""
         return tensorrt_labels(manifest)
+
+    def readiness(self, host: DockerHost) -> Readiness:
+        """GPUs, the NVIDIA container runtime, TensorRT on the host
+        (:func:`mmaas.backends.tensorrt.host.tensorrt_readiness`)."""
+        return tensorrt_readiness(host)
 
     def build_commands(
         self,
