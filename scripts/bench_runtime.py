@@ -226,6 +226,7 @@ def mmaas_server(model_dir: Path, work: Path, name: str, **env: str) -> Server:
             "MMAAS_HOST": "127.0.0.1",
             "MMAAS_GRPC_PORT": str(port),
             "MMAAS_METRICS_PORT": str(free_port()),
+            "MMAAS_HTTP_PORT": str(free_port()),
             **env,
         },
         port,

@@ -109,6 +109,7 @@ def test_labels_env_and_build_request(det) -> None:
     assert plan.labels["org.opencontainers.image.version"] == "1.0.0"
     assert plan.labels["io.mmaas.spec.digest"] == det.spec.digest()
     assert plan.values["env"] == {
+        "MMAAS_HTTP_PORT": "8000",
         "MMAAS_GRPC_PORT": "8001",
         "MMAAS_METRICS_PORT": "8002",
         "MMAAS_INSTANCE_COUNT": "1",
@@ -315,4 +316,14 @@ def test_metrics_port_zero_turns_the_endpoint_off(det) -> None:
     off = replace(det, spec=det.spec.model_copy(update={"runtime": runtime}))
     plan = plan_of(off, engine_dir=Path("engine"))
     assert plan.values["env"]["MMAAS_METRICS_PORT"] == "0"
-    assert "EXPOSE 8001\n" in render_dockerfile(plan)
+    assert "EXPOSE 8000 8001\n" in render_dockerfile(plan)
+
+
+def test_http_port_is_exposed_and_set_and_zero_turns_it_off(det) -> None:
+    plan = plan_of(det, engine_dir=Path("engine"))
+    assert "EXPOSE 8000 8001 8002\n" in render_dockerfile(plan)
+    runtime = det.spec.runtime.model_copy(update={"http_port": 0, "grpc_port": 9001})
+    off = replace(det, spec=det.spec.model_copy(update={"runtime": runtime}))
+    plan = plan_of(off, engine_dir=Path("engine"))
+    assert plan.values["env"]["MMAAS_HTTP_PORT"] == "0"
+    assert "EXPOSE 9001 8002\n" in render_dockerfile(plan)

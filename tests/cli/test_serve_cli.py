@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 import tritonclient.grpc as triton
+import tritonclient.http as triton_http
 
 from docker_fixtures import wait_for_grpc_serving
 from server.conftest import free_port
@@ -21,15 +22,17 @@ MMAAS = str(Path(sys.executable).parent / "mmaas")
 def test_serve_compiles_and_takes_the_runtime_section(
     ppocr_models: dict[str, Path], tmp_path: Path
 ) -> None:
-    """The spec's runtime.grpc_port is where it listens (as in the image), requests are
-    answered like in-process ONNX Runtime, and SIGTERM ends it with exit 0."""
+    """The spec's runtime.grpc_port and runtime.http_port are where it listens (as in the
+    image), requests are answered like in-process ONNX Runtime, and SIGTERM ends it with
+    exit 0."""
     folder = tmp_path / "cls"
     shutil.copytree(
         ppocr_models["ppocr-cls"].parent, folder, ignore=shutil.ignore_patterns(".mmaas")
     )
-    port = free_port()
+    port, http_port = free_port(), free_port()
     with (folder / "model.yaml").open("a") as spec:
-        spec.write(f"runtime: {{grpc_port: {port}, metrics_port: {free_port()}}}\n")
+        runtime = f"grpc_port: {port}, http_port: {http_port}, metrics_port: {free_port()}"
+        spec.write(f"runtime: {{{runtime}}}\n")
     server = subprocess.Popen(
         [MMAAS, "serve", str(folder), "--host", "127.0.0.1"],
         stdout=subprocess.PIPE,
@@ -47,8 +50,13 @@ def test_serve_compiles_and_takes_the_runtime_section(
         session = ort.InferenceSession(
             str(ppocr_models["ppocr-cls"]), providers=["CPUExecutionProvider"]
         )
-        np.testing.assert_allclose(
-            result.as_numpy(name), session.run([name], {"x": batch})[0], atol=1e-5
+        expected = session.run([name], {"x": batch})[0]
+        np.testing.assert_allclose(result.as_numpy(name), expected, atol=1e-5)
+        over_http = triton_http.InferenceServerClient(f"127.0.0.1:{http_port}")
+        rest = triton_http.InferInput("x", list(batch.shape), "FP32")
+        rest.set_data_from_numpy(batch)
+        np.testing.assert_array_equal(
+            over_http.infer("ppocr-cls", [rest]).as_numpy(name), result.as_numpy(name)
         )
     finally:
         server.send_signal(signal.SIGTERM)

@@ -65,14 +65,20 @@ class ClientTls:
 
 @dataclass
 class RunningServer:
-    """A server subprocess: its gRPC and metrics ports, its stderr log file, and the TLS
-    files its clients need (None = plain text)."""
+    """A server subprocess: its gRPC, metrics and HTTP ports, its stderr log file, and the
+    TLS files its clients need (None = plain text)."""
 
     process: subprocess.Popen[bytes]
     port: int
     metrics_port: int
     log: Path
     tls: ClientTls | None = None
+    http_port: int = 0
+
+    @property
+    def http_url(self) -> str:
+        """``127.0.0.1:PORT`` of the KServe v2 HTTP/REST front end."""
+        return f"127.0.0.1:{self.http_port}"
 
     @property
     def url(self) -> str:
@@ -150,13 +156,14 @@ def launch(
 ) -> RunningServer:
     """Start ``python -m mmaas.server`` on ``model_dir`` (not waiting for SERVING); ``tls``
     is what clients need when ``env`` turns TLS on."""
-    port, metrics_port = free_port(), free_port()
+    port, metrics_port, http_port = free_port(), free_port(), free_port()
     full_env = {
         **os.environ,
         "MMAAS_MODEL_DIR": str(model_dir),
         "MMAAS_HOST": "127.0.0.1",
         "MMAAS_GRPC_PORT": str(port),
         "MMAAS_METRICS_PORT": str(metrics_port),
+        "MMAAS_HTTP_PORT": str(http_port),
         **(env or {}),
     }
     with log.open("wb") as stream:
@@ -166,7 +173,7 @@ def launch(
             stdout=stream,
             stderr=subprocess.STDOUT,
         )
-    return RunningServer(process, port, metrics_port, log, tls)
+    return RunningServer(process, port, metrics_port, log, tls, http_port)
 
 
 @pytest.fixture

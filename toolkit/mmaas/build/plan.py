@@ -150,7 +150,7 @@ def make_plan(
         "builder_wheel": f"/opt/mmaas/{BUILDER_WHEEL}/{wheel}[{','.join(recipe.builder_extras)}]",
         "runtime_wheel": f"/opt/mmaas/{RUNTIME_WHEEL}/{wheel}[{','.join(recipe.runtime_extras)}]",
         "env": runtime_env(spec),
-        "ports": [port for port in (spec.runtime.grpc_port, spec.runtime.metrics_port) if port],
+        "ports": [port for port in _ports(spec) if port],
         "labels": labels,
         **target.template_values(spec),
     }
@@ -206,6 +206,7 @@ def runtime_env(spec: ModelSpec) -> dict[str, str]:
     ``max_message_size`` is left to the server, which derives it from the manifest;
     ``dynamic_batching`` becomes ``MMAAS_DYNAMIC_BATCHING`` and its three settings."""
     env = {
+        "MMAAS_HTTP_PORT": str(spec.runtime.http_port),
         "MMAAS_GRPC_PORT": str(spec.runtime.grpc_port),
         "MMAAS_METRICS_PORT": str(spec.runtime.metrics_port),
         "MMAAS_INSTANCE_COUNT": str(spec.runtime.instance_count),
@@ -230,6 +231,12 @@ def compile_request(spec: ModelSpec, source: Path, out_dir: Path) -> CompileRequ
         out_dir=out_dir,
         settings=get_target(spec.backend).engine_settings(spec),
     )
+
+
+def _ports(spec: ModelSpec) -> tuple[int, ...]:
+    """The ports the image EXPOSEs (0 = that endpoint is off): HTTP/REST, gRPC, metrics."""
+    runtime = spec.runtime
+    return (runtime.http_port, runtime.grpc_port, runtime.metrics_port)
 
 
 def _lines(requirements: list[str]) -> str:

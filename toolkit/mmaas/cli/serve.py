@@ -13,6 +13,9 @@ from mmaas.build.plan import runtime_env
 
 @click.command("serve")
 @click.argument("model", type=click.Path(path_type=Path))
+@click.option(
+    "--http-port", type=int, help="HTTP/REST port, 0 = off (default: MMAAS_HTTP_PORT, else 8000)."
+)
 @click.option("--grpc-port", type=int, help="gRPC port (default: MMAAS_GRPC_PORT, else 8001).")
 @click.option(
     "--metrics-port",
@@ -22,7 +25,12 @@ from mmaas.build.plan import runtime_env
 @click.option("--host", help="Address to bind (default: MMAAS_HOST, else 0.0.0.0).")
 @click.option("--rebuild", is_flag=True, help="Recompile even if a matching engine exists.")
 def command(
-    model: Path, grpc_port: int | None, metrics_port: int | None, host: str | None, rebuild: bool
+    model: Path,
+    http_port: int | None,
+    grpc_port: int | None,
+    metrics_port: int | None,
+    host: str | None,
+    rebuild: bool,
 ) -> None:
     """Serve MODEL (folder or model.yaml) on this host until Ctrl-C or SIGTERM.
 
@@ -37,6 +45,7 @@ def command(
     loaded, model_dir = compile_local(model, rebuild=rebuild)
     overrides = {"MMAAS_MODEL_DIR": str(model_dir)}
     for name, value in (
+        ("MMAAS_HTTP_PORT", http_port),
         ("MMAAS_GRPC_PORT", grpc_port),
         ("MMAAS_METRICS_PORT", metrics_port),
         ("MMAAS_HOST", host),

@@ -1,5 +1,6 @@
 """The runtime server: a ``grpc.aio`` server with the KServe v2 inference service, the
-standard ``grpc.health.v1`` health service, gRPC reflection and Prometheus metrics.
+standard ``grpc.health.v1`` health service, gRPC reflection, the KServe v2 HTTP/REST
+front end (:mod:`mmaas.server.http`, same loop, same request path) and Prometheus metrics.
 
 Life cycle (docs/design.md): read and self-check the manifest, register the models of
 the repository (each ``loading``), open the port with health NOT_SERVING, re-hash the
@@ -30,6 +31,8 @@ from mmaas.core.manifest import Manifest
 from mmaas.server import runtime
 from mmaas.server.batcher import Scheduler
 from mmaas.server.grpc.server import HEALTH_SERVICES, grpc_server
+from mmaas.server.http.routes import create_app
+from mmaas.server.http.server import HttpServer
 from mmaas.server.logs import configure
 from mmaas.server.metrics import ModelMetrics, serve_http
 from mmaas.server.repository import ConfigFacts, Executor, Repository, ServedModel
@@ -66,11 +69,15 @@ async def run(settings: Settings, started: BringUp | None = None) -> None:
     for name in HEALTH_SERVICES:
         await health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
     server = grpc_server(settings, repository, health)
+    http = HttpServer(create_app(repository, settings.http_read_timeout_s), settings)
     metrics_http = _serve_metrics(settings, repository)
     await server.start()
+    if settings.http_port:
+        await http.start()
     try:
-        await _serve_until_stopped(settings, started, repository, health, server)
+        await _serve_until_stopped(settings, started, repository, health, (server, http))
     finally:
+        await http.stop(0)
         await server.stop(0)
         if metrics_http is not None:
             metrics_http.shutdown()
@@ -81,7 +88,7 @@ async def _serve_until_stopped(
     started: BringUp,
     repository: Repository,
     health: HealthServicer,
-    server: Any,
+    servers: tuple[Any, HttpServer],
 ) -> None:
     """Wait for the bring-up, start the executors, mark every model ready and the server
     SERVING, wait for a stop signal, then drain."""
@@ -99,18 +106,21 @@ async def _serve_until_stopped(
         for name in HEALTH_SERVICES:
             await health.set(name, health_pb2.HealthCheckResponse.SERVING)
         log.info(
-            "SERVING %s %s on %s:%d (%.2f s after process start)",
+            "SERVING %s %s on %s:%d (gRPC)%s (%.2f s after process start)",
             manifest.model.name,
             manifest.model.version,
             settings.host,
             settings.grpc_port,
+            f" and :{settings.http_port} (HTTP)" if settings.http_port else "",
             _process_age(),
         )
         await stop.wait()
     log.info("draining: finishing in-flight requests (grace %.1f s)", settings.shutdown_grace_s)
     repository.set_state("draining")
     await health.enter_graceful_shutdown()
-    await server.stop(settings.shutdown_grace_s)
+    grpc_front, http = servers
+    grace = settings.shutdown_grace_s
+    await asyncio.gather(grpc_front.stop(grace), http.stop(grace))
     for executor in executors:
         await executor.close()
     log.info("stopped")

@@ -8,10 +8,12 @@ its unit and its default:
 variable                        meaning                                         default
 ==============================  ==============================================  ===================
 MMAAS_MODEL_DIR                 model directory (manifest.json + engine)        /opt/mmaas/model
-MMAAS_HOST                      address the gRPC and metrics ports bind         0.0.0.0
+MMAAS_HOST                      address the HTTP, gRPC and metrics ports bind   0.0.0.0
+MMAAS_HTTP_PORT                 KServe v2 HTTP/REST port; 0 = off               8000
 MMAAS_GRPC_PORT                 KServe v2 gRPC port                             8001
 MMAAS_METRICS_PORT              Prometheus ``/metrics`` HTTP port; 0 = off      8002
 MMAAS_MAX_MESSAGE_SIZE          largest request/response message, bytes         derived (see below)
+MMAAS_HTTP_READ_TIMEOUT_S       seconds an HTTP request's headers/body may take 30
 MMAAS_MAX_CONCURRENT_STREAMS    HTTP/2 streams per connection; 0 = gRPC's       0
 MMAAS_INSTANCE_COUNT            engine instances (parallel executions)          1
 MMAAS_THREADS                   intra-op threads per instance; 0 = cores/count  0
@@ -87,10 +89,12 @@ class Settings:
 
     model_dir: Path = Path("/opt/mmaas/model")
     host: str = "0.0.0.0"
+    http_port: int = 8000
     grpc_port: int = 8001
     metrics_port: int = 8002
     max_message_size: int | None = None
     max_concurrent_streams: int = 0
+    http_read_timeout_s: float = 30.0
     instance_count: int = 1
     threads: int = 0
     expected_engine: str | None = None
@@ -114,10 +118,12 @@ def from_env(environ: Mapping[str, str] | None = None) -> Settings:
     return Settings(
         model_dir=Path(env.get("MMAAS_MODEL_DIR", str, "/opt/mmaas/model")),
         host=env.get("MMAAS_HOST", str, "0.0.0.0"),
+        http_port=env.get("MMAAS_HTTP_PORT", _port_or_off, 8000),
         grpc_port=env.get("MMAAS_GRPC_PORT", _port, 8001),
         metrics_port=env.get("MMAAS_METRICS_PORT", _port_or_off, 8002),
         max_message_size=env.get("MMAAS_MAX_MESSAGE_SIZE", _positive, None),
         max_concurrent_streams=env.get("MMAAS_MAX_CONCURRENT_STREAMS", _non_negative, 0),
+        http_read_timeout_s=env.get("MMAAS_HTTP_READ_TIMEOUT_S", _positive_seconds, 30.0),
         instance_count=env.get("MMAAS_INSTANCE_COUNT", _positive, 1),
         threads=env.get("MMAAS_THREADS", _non_negative, 0),
         expected_engine=env.get("MMAAS_EXPECTED_ENGINE", _blake3_pin, None),
@@ -205,6 +211,13 @@ def _seconds(raw: str) -> float:
         raise ValueError("not a number of seconds") from None
     if value < 0:
         raise ValueError("must be 0 or more seconds")
+    return value
+
+
+def _positive_seconds(raw: str) -> float:
+    value = _seconds(raw)
+    if value <= 0:
+        raise ValueError("must be more than 0 seconds")
     return value
 
 

@@ -40,6 +40,13 @@ def begin(settings: Settings) -> BringUp:
     Raises:
         MmaasError: a port is taken. IntegrityError: the manifest is missing or altered.
     """
+    if settings.http_port:
+        check_free(
+            settings.host,
+            settings.http_port,
+            "MMAAS_HTTP_PORT",
+            "set another port or 0 to turn HTTP off",
+        )
     check_free(settings.host, settings.grpc_port, "MMAAS_GRPC_PORT")
     if settings.metrics_port:
         fix = "set another port or 0 to turn metrics off"

@@ -272,6 +272,7 @@ class RuntimeSpec(_Strict):
     only its environment). ``max_message_size`` is in bytes; when absent it is derived from
     the largest tensor at the profile's max shapes, and is at least 64 MiB."""
 
+    http_port: Annotated[int, Field(ge=0, lt=65536)] = 8000  # 0 = no HTTP/REST endpoint
     grpc_port: Annotated[int, Field(gt=0, lt=65536)] = 8001
     metrics_port: Annotated[int, Field(ge=0, lt=65536)] = 8002  # 0 = no metrics endpoint
     max_message_size: Annotated[int, Field(gt=0)] | None = None

@@ -1,0 +1,141 @@
+"""The KServe v2 REST endpoints other than inference: health, server and model metadata,
+model config, statistics, readiness and the repository index. Documents are the gRPC
+front end's messages (:mod:`mmaas.server.grpc.config`) printed by :mod:`.protojson`, so
+both front ends report the same facts.
+
+Health answers ``{"live": true}`` / ``{"ready": true}`` (the KServe SDK's REST client reads
+the body; Triton's clients read only the status) and 503 ``{"ready": false}`` while the
+model loads or the server drains (Triton answers 400; Kubernetes ``httpGet`` probes and
+load balancers treat 503 as "not ready", as KServe's own server does).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+
+import mmaas
+from mmaas.server.grpc import config
+from mmaas.server.http.errors import failure_response, json_response
+from mmaas.server.http.protojson import to_json
+from mmaas.server.inference import InferencePath, failure_of
+from mmaas.server.repository import ServedModel
+from mmaas.server.status import InvalidArgument, RequestError
+
+# Triton's extension names (ServerMetadata), for what this front end serves
+EXTENSIONS = ("binary_tensor_data", "model_configuration", "statistics", "model_repository")
+STATES = {"loading": "LOADING", "ready": "READY", "draining": "UNAVAILABLE"}
+CACHE_STATS = ("cache_hit", "cache_miss")
+
+
+class Endpoints:
+    """The endpoints over one request path; each takes a Starlette request."""
+
+    def __init__(self, path: InferencePath) -> None:
+        self.path = path
+        self.repository = path.repository
+
+    async def live(self, request: Request) -> Response:
+        """``GET /v2/health/live``: live as soon as the process answers."""
+        return json_response({"live": True})
+
+    async def ready(self, request: Request) -> Response:
+        """``GET /v2/health/ready``: 200 once the model is loaded and warmed up, else 503."""
+        ready = self.repository.ready
+        return json_response({"ready": ready}, 200 if ready else 503)
+
+    async def server_metadata(self, request: Request) -> Response:
+        """``GET /v2``: KServe v2 ``$metadata_server_response``."""
+        return json_response(
+            {"name": "mmaas", "version": mmaas.__version__, "extensions": list(EXTENSIONS)}
+        )
+
+    async def model_ready(self, request: Request) -> Response:
+        """``GET /v2/models/{m}[/versions/{v}]/ready``: 200, 503 not ready, 404 unknown."""
+        return await _answer(self._model_ready, request)
+
+    async def metadata(self, request: Request) -> Response:
+        """``GET /v2/models/{m}[/versions/{v}]``: ``$metadata_model_response``."""
+        return await _answer(self._metadata, request)
+
+    async def config(self, request: Request) -> Response:
+        """``GET /v2/models/{m}[/versions/{v}]/config``: Triton's ModelConfig as JSON."""
+        return await _answer(self._config, request)
+
+    async def statistics(self, request: Request) -> Response:
+        """``GET /v2/models[/{m}[/versions/{v}]]/stats``: Triton's statistics extension."""
+        return await _answer(self._statistics, request)
+
+    async def repository_index(self, request: Request) -> Response:
+        """``POST /v2/repository/index`` (body ``{"ready": bool}`` optional): every served
+        model with its state (``READY``, ``LOADING``, ``UNAVAILABLE`` while draining)."""
+        return await _answer(self._index, request)
+
+    async def _model_ready(self, request: Request) -> Response:
+        model = self._lookup(request)
+        ready = model.ready
+        return json_response({"name": model.name, "ready": ready}, 200 if ready else 503)
+
+    async def _metadata(self, request: Request) -> Response:
+        model = self._lookup(request)
+        return json_response(to_json(config.to_metadata(model.info, model.config)))
+
+    async def _config(self, request: Request) -> Response:
+        model = self._lookup(request)
+        return json_response(to_json(config.to_model_config(model.info, model.config)))
+
+    async def _statistics(self, request: Request) -> Response:
+        if "model" in request.path_params:
+            models = [self._lookup(request)]
+        else:
+            models = list(self.repository)
+        message = config.to_statistics([(m.info, m.metrics.snapshot()) for m in models])
+        for stats in message.model_stats:
+            for name in CACHE_STATS:  # perf_analyzer reads them: always present
+                getattr(stats.inference_stats, name).SetInParent()
+        return json_response(to_json(message))
+
+    async def _index(self, request: Request) -> Response:
+        body = await request.body()
+        options = _json_object(body, "the repository index request")
+        only_ready = options.get("ready", False)
+        if not isinstance(only_ready, bool):
+            raise InvalidArgument("'ready' in the repository index request must be true or false")
+        entries = [
+            {
+                "name": model.name,
+                "version": model.version,
+                "state": STATES.get(model.state, "UNKNOWN"),
+                "reason": "" if model.ready else model.state,
+            }
+            for model in self.repository
+            if model.ready or not only_ready
+        ]
+        return json_response(entries)
+
+    def _lookup(self, request: Request) -> ServedModel:
+        params = request.path_params
+        return self.path.lookup(params["model"], params.get("version", ""))
+
+
+def _json_object(body: bytes, what: str) -> dict[str, Any]:
+    if not body.strip():
+        return {}
+    try:
+        document = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidArgument(f"{what} is not valid JSON: {exc}") from None
+    if not isinstance(document, dict):
+        raise InvalidArgument(f"{what} must be a JSON object")
+    return document
+
+
+async def _answer(method: Any, request: Request) -> Response:
+    try:
+        response: Response = await method(request)
+        return response
+    except RequestError as exc:
+        return failure_response(failure_of(exc), exc)
