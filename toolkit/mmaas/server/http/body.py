@@ -57,7 +57,10 @@ async def read_body(request: Request, model: ServedModel, timeout_s: float) -> b
             "bytes received; MMAAS_HTTP_READ_TIMEOUT_S): is Content-Length right?",
         ) from None
     except ClientDisconnect:
-        raise ClientGone("the client closed the connection during the request body") from None
+        raise ClientGone(
+            "the connection ended during the request body (the client closed it, or its "
+            "chunked encoding is malformed)"
+        ) from None
     body = b"".join(chunks)
     encoding = request.headers.get("content-encoding", "identity").strip().lower()
     if encoding == "identity":

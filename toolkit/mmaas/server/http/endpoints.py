@@ -26,7 +26,13 @@ from mmaas.server.repository import ServedModel
 from mmaas.server.status import InvalidArgument, RequestError
 
 # Triton's extension names (ServerMetadata), for what this front end serves
-EXTENSIONS = ("binary_tensor_data", "model_configuration", "statistics", "model_repository")
+EXTENSIONS = (
+    "binary_tensor_data",
+    "model_configuration",
+    "statistics",
+    "model_repository",
+    "generate",
+)
 STATES = {"loading": "LOADING", "ready": "READY", "draining": "UNAVAILABLE"}
 CACHE_STATS = ("cache_hit", "cache_miss")
 

@@ -17,6 +17,7 @@ from starlette.routing import BaseRoute, Route
 
 from mmaas.server.http.endpoints import Endpoints
 from mmaas.server.http.errors import http_exception, server_error
+from mmaas.server.http.generate import GenerateEndpoints
 from mmaas.server.http.infer import InferEndpoint
 from mmaas.server.inference import InferencePath
 from mmaas.server.repository import Repository
@@ -30,6 +31,7 @@ def create_app(repository: Repository, read_timeout_s: float) -> Starlette:
     path = InferencePath(repository)
     endpoints = Endpoints(path)
     infer = InferEndpoint(path, read_timeout_s)
+    generate = GenerateEndpoints(path, read_timeout_s)
     routes: list[BaseRoute] = [
         Route("/v2/health/live", endpoints.live, methods=["GET"]),
         Route("/v2/health/ready", endpoints.ready, methods=["GET"]),
@@ -43,6 +45,8 @@ def create_app(repository: Repository, read_timeout_s: float) -> Starlette:
         ("/config", endpoints.config, "GET"),
         ("/stats", endpoints.statistics, "GET"),
         ("/infer", infer.handle, "POST"),
+        ("/generate", generate.generate, "POST"),
+        ("/generate_stream", generate.generate_stream, "POST"),
     ]
     for prefix in MODEL_PREFIXES:
         routes += [Route(prefix + tail, call, methods=[method]) for tail, call, method in per_model]

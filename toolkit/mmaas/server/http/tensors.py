@@ -166,7 +166,7 @@ def encode_response(
             document["parameters"] = {"binary_data_size": len(blob)}
             blobs.append(blob)
         else:
-            document["data"] = _to_json(request.name, datatype, array)
+            document["data"] = json_data(request.name, datatype, array)
         documents.append(document)
     header = orjson.dumps({**head, "outputs": documents}, option=orjson.OPT_SERIALIZE_NUMPY)
     if not blobs:
@@ -249,7 +249,13 @@ def _to_bytes(datatype: str, array: np.ndarray) -> bytes:
     return np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<")).tobytes()
 
 
-def _to_json(name: str, datatype: str, array: np.ndarray) -> Any:
+def json_data(name: str, datatype: str, array: np.ndarray) -> Any:
+    """An output's values as JSON: numbers (flat; BF16 widened exactly to FP32, non-finite
+    floats become null: JSON has no NaN), BYTES as UTF-8 strings.
+
+    Raises:
+        InvalidArgument: BYTES that are not UTF-8.
+    """
     flat = np.ascontiguousarray(array).reshape(-1)
     if datatype == "BF16":  # the upper half of an FP32: exact
         return (flat.astype(np.uint32) << 16).view(np.float32)
