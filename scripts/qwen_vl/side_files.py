@@ -1,0 +1,153 @@
+"""The export's side files (the qwen2-vl pipeline's assets): ``embed_tokens.npy``, a copy of
+``tokenizer.json`` and ``runtime.json``, everything the torch-free runtime reads besides the
+two engines, so that it needs no transformers config class and no jinja2.
+
+runtime.json (schema 1): ``files`` (sha256 of the two graphs and the two other assets, so a
+build can tell an export's files apart from another's), ``image`` (the image processor's
+settings), ``tokens`` (special-token ids, stop ids, the tokens refused in user text),
+``prompt`` (the chat template pre-rendered into ``prefix``, ``image`` and ``suffix``),
+``generation`` (repetition_penalty) and ``language`` (engine dimensions). Limits that come
+from the engines' optimization profiles (context, images, patches, decode batch) are not
+here: the runtime reads them from the built engines' manifest entries.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from transformers import AutoTokenizer, Qwen2VLForConditionalGeneration, Qwen2VLImageProcessorPil
+
+from scripts.qwen_vl.onnx_io import atomic_write, sha256_of
+
+SCHEMA = 1
+TEXT_SENTINEL = "\u27e6mmaas-text\u27e7"  # a string no template alters or contains
+PROOF_TEXTS = [
+    TEXT_SENTINEL,
+    "Describe this picture.",
+    "",
+    " lead\nand trail \n",
+    "{{ not jinja }} {% raw %} 'quotes' \"double\" \\ back",
+    "<|im_end|>x",
+]
+REFUSED_IN_TEXT = [
+    "<|image_pad|>",
+    "<|video_pad|>",
+    "<|vision_start|>",
+    "<|vision_end|>",
+    "<|vision_pad|>",
+]
+ASSETS = ("embed_tokens.npy", "tokenizer.json", "runtime.json")
+
+
+class SideFileError(Exception):
+    """The checkpoint's chat template or processor settings cannot be served as is."""
+
+
+def messages_for(num_images: int, text: str) -> list[dict[str, Any]]:
+    """One user turn: ``num_images`` images, then the text (the served prompt's layout)."""
+    content: list[dict[str, Any]] = [{"type": "image"} for _ in range(num_images)]
+    return [{"role": "user", "content": [*content, {"type": "text", "text": text}]}]
+
+
+def split_chat_template(tokenizer: Any, max_images: int) -> dict[str, str]:
+    """Cut the checkpoint's chat template into ``prefix``, ``image`` and ``suffix`` so that
+    ``apply_chat_template(one user turn: n images then text, add_generation_prompt=True)
+    == prefix + image * n + text + suffix``, proved for n = 0..max_images and the
+    :data:`PROOF_TEXTS` (quotes, braces, newlines, special tokens).
+
+    Raises:
+        SideFileError: the template is not of that shape (e.g. ``add_vision_id``
+            numbering), naming the rendering that differs.
+    """
+
+    def render(n: int, text: str) -> str:
+        rendered: str = tokenizer.apply_chat_template(
+            messages_for(n, text), tokenize=False, add_generation_prompt=True
+        )
+        return rendered
+
+    before0, after0 = render(0, TEXT_SENTINEL).split(TEXT_SENTINEL)
+    before1, after1 = render(1, TEXT_SENTINEL).split(TEXT_SENTINEL)
+    if not before1.startswith(before0) or after1 != after0:
+        raise SideFileError("chat template: the text's surroundings change with an image")
+    parts = {"prefix": before0, "image": before1[len(before0) :], "suffix": after0}
+    for n in range(max_images + 1):
+        for text in PROOF_TEXTS:
+            expected = render(n, text)
+            got = parts["prefix"] + parts["image"] * n + text + parts["suffix"]
+            if got != expected:
+                raise SideFileError(
+                    f"chat template: {n} images + {text!r} renders {expected!r}, "
+                    f"the prefix/image/suffix split gives {got!r}"
+                )
+    return parts
+
+
+def runtime_config(
+    checkpoint: Path, output: Path, model: Qwen2VLForConditionalGeneration, max_images: int
+) -> dict[str, Any]:
+    """runtime.json's content (see the module docstring) from config.json,
+    generation_config.json, preprocessor_config.json and the chat template."""
+    tokenizer = AutoTokenizer.from_pretrained(checkpoint)
+    processor = Qwen2VLImageProcessorPil.from_pretrained(checkpoint)
+    config, gen = model.config, model.generation_config
+    text = config.text_config
+    eos = gen.eos_token_id if isinstance(gen.eos_token_id, list) else [gen.eos_token_id]
+    files = ("qwen2_vl_vision.onnx", "qwen2_vl_language.onnx", "embed_tokens.npy")
+    return {
+        "schema": SCHEMA,
+        "files": {name: sha256_of(output / name) for name in (*files, "tokenizer.json")},
+        "image": {
+            "patch_size": processor.patch_size,
+            "temporal_patch_size": processor.temporal_patch_size,
+            "merge_size": processor.merge_size,
+            "min_pixels": processor.size["shortest_edge"],
+            "max_pixels": processor.size["longest_edge"],
+            "resample": int(processor.resample),
+            "rescale_factor": processor.rescale_factor,
+            "image_mean": list(processor.image_mean),
+            "image_std": list(processor.image_std),
+        },
+        "tokens": {
+            "image": config.image_token_id,
+            "vision_start": config.vision_start_token_id,
+            "vision_end": config.vision_end_token_id,
+            "eos": [int(t) for t in eos],
+            "pad": gen.pad_token_id,
+            "refused_in_text": REFUSED_IN_TEXT,
+        },
+        "prompt": split_chat_template(tokenizer, max_images),
+        "generation": {"repetition_penalty": float(gen.repetition_penalty or 1.0)},
+        "language": {
+            "num_layers": text.num_hidden_layers,
+            "kv_heads": text.num_key_value_heads,
+            "head_dim": text.hidden_size // text.num_attention_heads,
+            "hidden_size": text.hidden_size,
+            "vocab_size": text.vocab_size,
+        },
+    }
+
+
+def write_side_files(
+    checkpoint: Path,
+    output: Path,
+    model: Qwen2VLForConditionalGeneration,
+    max_images: int,
+    exporter: str,
+) -> dict[str, Any]:
+    """Write embed_tokens.npy (FP32 [vocab, hidden], the text-token embedding table, looked
+    up row by row in numpy: bit-identical to nn.Embedding), tokenizer.json, then
+    runtime.json (it hashes the others, so it comes last), stamped with the ``exporter``
+    code's digest. Returns runtime.json's content."""
+    table = model.model.language_model.embed_tokens.weight.detach().float().numpy()
+    buffer = io.BytesIO()
+    np.save(buffer, np.ascontiguousarray(table))
+    atomic_write(output / "embed_tokens.npy", buffer.getvalue())
+    atomic_write(output / "tokenizer.json", (checkpoint / "tokenizer.json").read_bytes())
+    config = {**runtime_config(checkpoint, output, model, max_images), "exporter": exporter}
+    atomic_write(output / "runtime.json", (json.dumps(config, indent=2) + "\n").encode())
+    return config
