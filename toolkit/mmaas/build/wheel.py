@@ -36,16 +36,18 @@ _SELF = re.compile(r"^mmaas\[([\w.,\s-]+)\]")
 
 def package_files(packages: Sequence[str], root: Path | None = None) -> list[tuple[str, bytes]]:
     """``(archive path, bytes)`` of the mmaas modules in ``packages`` (dotted names, with
-    their subpackages) and the ``__init__.py`` of every parent, sorted; caches and compiled
+    their subpackages) and the modules of every parent package (its ``__init__.py`` and
+    the sibling modules it may import, e.g. ``mmaas.backends.targets``), sorted; caches and compiled
     files are left out. ``root`` is the mmaas package directory (default: the installed
     one)."""
     root = root or installed_root()
     chosen: dict[str, bytes] = {}
     for package in packages:
         parts = package.split(".")[1:]
-        for depth in range(len(parts)):
-            init = root.joinpath(*parts[:depth], "__init__.py")
-            chosen[_archive_name(root, init)] = init.read_bytes()
+        for depth in range(len(parts)):  # each parent's own modules (its __init__ imports)
+            for module in sorted(root.joinpath(*parts[:depth]).glob("*.py")):
+                if module.name != "__main__.py":  # a parent's command line is not its API
+                    chosen[_archive_name(root, module)] = module.read_bytes()
         for path in sorted(root.joinpath(*parts).rglob("*")):
             kept = path.suffix in (".py", ".typed") and "__pycache__" not in path.parts
             if path.is_file() and kept:
