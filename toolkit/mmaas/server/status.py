@@ -48,3 +48,16 @@ class DeadlineExceeded(RequestError):
     """The client's deadline passed before the request reached an engine instance."""
 
     status = "DEADLINE_EXCEEDED"
+
+
+class AlreadyExists(RequestError):
+    """A name is taken (a shared memory region registered twice)."""
+
+    status = "ALREADY_EXISTS"
+
+
+class Unsupported(RequestError):
+    """A KServe v2 / Triton extension this server does not honour (gRPC UNIMPLEMENTED, HTTP
+    501), always with a message that says why and what to use instead."""
+
+    status = "UNIMPLEMENTED"
