@@ -164,6 +164,7 @@ def launch(
         "MMAAS_GRPC_PORT": str(port),
         "MMAAS_METRICS_PORT": str(metrics_port),
         "MMAAS_HTTP_PORT": str(http_port),
+        "MMAAS_SHUTDOWN_GRACE_S": "0",  # tests of the grace period set their own
         **(env or {}),
     }
     with log.open("wb") as stream:

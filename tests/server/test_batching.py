@@ -61,7 +61,7 @@ def test_concurrent_requests_are_batched_and_each_caller_gets_its_rows(
     assert_concurrent_results_match_onnxruntime(
         server, "ppocr-cls", ppocr_models["ppocr-cls"], images
     )
-    labels = {"model": "ppocr-cls", "version": "1.0.0"}
+    labels = {"model": "ppocr-cls", "version": "1"}
     assert server.metric("nv_inference_count", **labels) == 16
     assert server.metric("nv_inference_request_success", **labels) == 16
     executions = server.metric("nv_inference_exec_count", **labels)

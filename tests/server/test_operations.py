@@ -72,7 +72,7 @@ def wait_received(server: RunningServer, count: int, timeout: float = 60.0) -> N
 
 
 def test_sigterm_during_load_loses_no_request(start_server: StartServer, det_dir: Path) -> None:
-    server = start_server(det_dir)
+    server = start_server(det_dir, MMAAS_SHUTDOWN_GRACE_S="5")
     images = [np.full((1, 3, 640, 640), i / 10, np.float32) for i in range(8)]
     with ThreadPoolExecutor(len(images)) as pool:
         futures = [pool.submit(infer, server, "ppocr-det", image) for image in images]

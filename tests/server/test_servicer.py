@@ -82,7 +82,7 @@ def test_det_outputs_equal_onnxruntime(
     assert got.dtype == np.float32 and got.shape == (shape[0], 1, *shape[2:])
     np.testing.assert_allclose(got, want, atol=1e-4)
     assert result.get_response().id == "r1"
-    assert result.get_response().model_version == "1.0.0"
+    assert result.get_response().model_version == "1"
 
 
 def test_typed_fp32_contents_equal_raw(cls: RunningServer, ppocr_models: dict[str, Path]) -> None:

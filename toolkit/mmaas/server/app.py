@@ -7,8 +7,10 @@ the repository (each ``loading``), open the port with health NOT_SERVING, re-has
 engine (+ ``MMAAS_EXPECTED_ENGINE``), check the host, load ``MMAAS_INSTANCE_COUNT``
 engines and warm them up at the opt shapes, start each model's executor, then SERVING.
 Any failure before ready raises (``python -m mmaas.server`` prints one line and exits 1):
-the model is never served. On SIGTERM/SIGINT: NOT_SERVING, stop taking requests, finish
-every in-flight and queued request within ``MMAAS_SHUTDOWN_GRACE_S``, return (exit 0).
+the model is never served. On SIGTERM: NOT_SERVING at once, new requests UNAVAILABLE, the
+ports open ``MMAAS_SHUTDOWN_GRACE_S`` more while in-flight requests finish, then close,
+release the shared memory regions and return (exit 0); SIGINT skips the open-port wait
+(:mod:`.shutdown`).
 
 Public entry point for ``mmaas serve`` and ``python -m mmaas.server``: :func:`serve`.
 """
@@ -30,13 +32,17 @@ from mmaas.core.errors import MmaasError
 from mmaas.core.manifest import Manifest
 from mmaas.server import runtime
 from mmaas.server.batcher import Scheduler
+from mmaas.server.context import ServerContext
+from mmaas.server.cpu_metrics import CpuMetrics
 from mmaas.server.grpc.server import HEALTH_SERVICES, grpc_server
 from mmaas.server.http.routes import create_app
 from mmaas.server.http.server import HttpServer
 from mmaas.server.logs import configure
 from mmaas.server.metrics import ModelMetrics, serve_http
+from mmaas.server.model_control import Reload
 from mmaas.server.repository import ConfigFacts, Executor, Repository, ServedModel
 from mmaas.server.settings import Settings
+from mmaas.server.shutdown import DRAIN_S, Signals, open_ports_wait
 from mmaas.server.startup import BringUp, begin
 
 log = logging.getLogger("mmaas.server")
@@ -66,19 +72,33 @@ async def run(settings: Settings, started: BringUp | None = None) -> None:
     started = started or begin(settings)
     repository = Repository([_served_model(settings, started.manifest)])
     health = HealthServicer()
-    for name in HEALTH_SERVICES:
-        await health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
-    server = grpc_server(settings, repository, health)
+    await _set_health(health, False)
+
+    async def changed() -> None:
+        await _set_health(health, repository.ready)
+
+    context = ServerContext.create(
+        repository,
+        started.manifest.model.backend,
+        _reloader(settings, started.manifest),
+        changed,
+        settings.log_format,
+        settings.log_level,
+    )
+    signals = Signals()
+    server = grpc_server(settings, context, health)
     http = HttpServer(create_app(repository, settings.http_read_timeout_s), settings)
     metrics_http = _serve_metrics(settings, repository)
     await server.start()
     if settings.http_port:
         await http.start()
     try:
-        await _serve_until_stopped(settings, started, repository, health, (server, http))
+        await _serve_until_stopped(settings, started, context, health, (server, http), signals)
     finally:
         await http.stop(0)
         await server.stop(0)
+        if released := context.shm.close():
+            log.info("released %d shared memory region(s)", released)
         if metrics_http is not None:
             metrics_http.shutdown()
 
@@ -86,25 +106,22 @@ async def run(settings: Settings, started: BringUp | None = None) -> None:
 async def _serve_until_stopped(
     settings: Settings,
     started: BringUp,
-    repository: Repository,
+    context: ServerContext,
     health: HealthServicer,
     servers: tuple[Any, HttpServer],
+    signals: Signals,
 ) -> None:
     """Wait for the bring-up, start the executors, mark every model ready and the server
-    SERVING, wait for a stop signal, then drain."""
-    stop = _stop_event()
+    SERVING, wait for a stop signal, then shut down (:mod:`.shutdown`)."""
     manifest = started.manifest
-    executors: list[Executor] = []
-    engines = await _until_stopped(asyncio.wrap_future(started.engines), stop)
+    repository = context.repository
+    loaded: asyncio.Future[list[Any]] = asyncio.wrap_future(started.engines)
+    engines, signum = await signals.unless_signalled(loaded)
     if engines is not None:
-        model = repository.get(manifest.model.name, manifest.model.version)
-        model.executor = Scheduler(engines, _max_batch(manifest), settings.batching, model.metrics)
-        executors.append(model.executor)
-        for executor in executors:
-            executor.start()
+        model = repository.get(manifest.model.name)
+        model.executor = _executor(settings, manifest, model, engines)
         repository.set_state("ready")
-        for name in HEALTH_SERVICES:
-            await health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        await _set_health(health, repository.ready)
         log.info(
             "SERVING %s %s on %s:%d (gRPC)%s (%.2f s after process start)",
             manifest.model.name,
@@ -114,25 +131,58 @@ async def _serve_until_stopped(
             f" and :{settings.http_port} (HTTP)" if settings.http_port else "",
             _process_age(),
         )
-        await stop.wait()
-    log.info("draining: finishing in-flight requests (grace %.1f s)", settings.shutdown_grace_s)
+        signum = await signals.next()
     repository.set_state("draining")
     await health.enter_graceful_shutdown()
+    hold = open_ports_wait(signum, settings.shutdown_grace_s)
+    log.info(
+        "%s: draining: NOT_SERVING; ports open %.1f s more (in-flight requests finish, new "
+        "ones get UNAVAILABLE; a second signal ends the wait)",
+        signal.Signals(signum).name if signum else "stop",
+        hold,
+    )
+    if hold and not await signals.hold(hold):
+        log.info("grace period over: closing the ports")
     grpc_front, http = servers
-    grace = settings.shutdown_grace_s
-    await asyncio.gather(grpc_front.stop(grace), http.stop(grace))
-    for executor in executors:
-        await executor.close()
+    # in-flight requests finish (cancelled after DRAIN_S)
+    await asyncio.gather(grpc_front.stop(DRAIN_S), http.stop(DRAIN_S))
+    for served in repository:
+        if served.executor is not None:
+            await served.executor.close()
     log.info("stopped")
 
 
-async def _until_stopped(work: Any, stop: asyncio.Event) -> Any:
-    """Await ``work`` unless ``stop`` is set first (then None; ``work`` is left to end)."""
-    task = asyncio.ensure_future(work)
-    stopper = asyncio.ensure_future(stop.wait())
-    await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
-    stopper.cancel()
-    return task.result() if task.done() else None
+def _executor(
+    settings: Settings, manifest: Manifest, model: ServedModel, engines: list[Any]
+) -> Executor:
+    """The started dynamic batcher over ``engines`` for ``model``."""
+    executor = Scheduler(engines, _max_batch(manifest), settings.batching, model.metrics)
+    executor.start()
+    return executor
+
+
+def _reloader(settings: Settings, manifest: Manifest) -> Reload:
+    """The model control's reload: verify, load and warm up the engines off the loop."""
+
+    async def reload(model: ServedModel) -> Executor:
+        def bring_up() -> list[Any]:
+            runtime.verify(settings, manifest)
+            return runtime.load_instances(settings, manifest)
+
+        engines = await asyncio.get_running_loop().run_in_executor(None, bring_up)
+        return _executor(settings, manifest, model, engines)
+
+    return reload
+
+
+async def _set_health(health: HealthServicer, serving: bool) -> None:
+    status = (
+        health_pb2.HealthCheckResponse.SERVING
+        if serving
+        else health_pb2.HealthCheckResponse.NOT_SERVING
+    )
+    for name in HEALTH_SERVICES:
+        await health.set(name, status)
 
 
 def _served_model(settings: Settings, manifest: Manifest) -> ServedModel:
@@ -150,8 +200,9 @@ def _served_model(settings: Settings, manifest: Manifest) -> ServedModel:
     return ServedModel(
         info=info,
         message_limit=runtime.message_limit(settings, info),
-        metrics=ModelMetrics(info.name, info.version),
+        metrics=ModelMetrics(info.name, str(settings.model_version)),
         config=facts,
+        number=settings.model_version,
     )
 
 
@@ -166,21 +217,16 @@ def _serve_metrics(settings: Settings, repository: Repository) -> Any:
     if not settings.metrics_port:
         return None
     try:
-        return serve_http(settings.host, settings.metrics_port, repository.metrics)
+        cpu = CpuMetrics()
+        return serve_http(
+            settings.host, settings.metrics_port, repository.metrics, [cpu.exposition]
+        )
     except OSError as exc:
         raise MmaasError(
             f"cannot serve metrics on {settings.host}:{settings.metrics_port} "
             f"(MMAAS_METRICS_PORT): {exc}; set another port or 0 to turn "
             "metrics off"
         ) from None
-
-
-def _stop_event() -> asyncio.Event:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    return stop
 
 
 def _process_age() -> float:

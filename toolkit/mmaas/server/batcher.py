@@ -111,7 +111,10 @@ class Scheduler:
         return await job.future
 
     async def close(self) -> None:
-        """Stop dispatching, wait for running batches, and release the worker threads."""
+        """Finish what is queued (requests whose callers left are dropped), stop
+        dispatching, wait for running batches, and release the worker threads."""
+        while self.queue and self.dispatcher is not None and not self.dispatcher.done():
+            await asyncio.sleep(0.005)
         if self.dispatcher is not None:
             self.dispatcher.cancel()
         await asyncio.gather(*self.running, return_exceptions=True)
@@ -124,6 +127,7 @@ class Scheduler:
             task = asyncio.get_running_loop().create_task(self._run(engine, batch))
             self.running.add(task)
             task.add_done_callback(self.running.discard)
+            del batch  # while waiting for the next, keep no request's arrays (or shm) alive
 
     async def _form_batch(self) -> list[Job]:
         first = await self._next_live_job()

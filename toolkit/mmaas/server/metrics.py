@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from mmaas.server.cpu_metrics import format_value
+
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
 FAILURE_REASONS = ("REJECTED", "CANCELED", "BACKEND", "OTHER")
@@ -129,7 +131,7 @@ def exposition(models: Sequence[ModelMetrics]) -> str:
         for labels, snapshot in data:
             for suffix, extra, value in samples(snapshot):
                 text = ",".join(f'{k}="{_escape(v)}"' for k, v in {**labels, **extra}.items())
-                lines.append(f"{name}{suffix}{{{text}}} {value:g}")
+                lines.append(f"{name}{suffix}{{{text}}} {format_value(value)}")
 
     def one(key: str) -> Callable[[dict[str, Any]], list[Sample]]:
         return lambda d: [("", {}, d[key])]
@@ -177,9 +179,13 @@ def exposition(models: Sequence[ModelMetrics]) -> str:
 
 
 def serve_http(
-    host: str, port: int, models: Callable[[], Sequence[ModelMetrics]]
+    host: str,
+    port: int,
+    models: Callable[[], Sequence[ModelMetrics]],
+    families: Sequence[Callable[[], list[str]]] = (),
 ) -> ThreadingHTTPServer:
-    """Serve ``GET /metrics`` (:func:`exposition` of ``models()``, read at each scrape) on
+    """Serve ``GET /metrics`` (:func:`exposition` of ``models()``, read at each scrape,
+    then the lines of each of ``families``, e.g. :class:`~.cpu_metrics.CpuMetrics`) on
     ``host:port`` from a daemon thread; returns the HTTP server (``shutdown()`` stops it).
     Raises OSError when the port is taken."""
 
@@ -188,7 +194,8 @@ def serve_http(
             if self.path.split("?")[0] != "/metrics":
                 self.send_error(404, "only /metrics is served here")
                 return
-            body = exposition(models()).encode()
+            extra = [line for family in families for line in family()]
+            body = (exposition(models()) + "".join(f"{line}\n" for line in extra)).encode()
             self.send_response(200)
             self.send_header("Content-Type", CONTENT_TYPE)
             self.send_header("Content-Length", str(len(body)))

@@ -69,14 +69,17 @@ class ConfigFacts:
     batching: bool
     preferred_batch_sizes: tuple[int, ...] = ()
     max_queue_delay_us: int = 0
+    decoupled: bool = False  # answers with many responses (:mod:`mmaas.server.streaming`)
 
 
 @dataclass(eq=False)
 class ServedModel:
     """One model of the repository: the signature (``info``: name, version, tensors,
     profile), the message limit in bytes, its statistics, its config facts, the executor
-    (set when its engines are loaded) and the ``state``: ``loading``, then ``ready``, then
-    ``draining`` after SIGTERM."""
+    (set when its engines are loaded), the ``state`` (``loading``, then ``ready``, then
+    ``draining`` after SIGTERM; ``unloading``/``unloaded`` by the repository extension)
+    and ``number``: its Triton version (a repository's version folder; Triton's version
+    policy: tools such as perf_analyzer need an integer)."""
 
     info: ModelInfo
     message_limit: int
@@ -84,6 +87,7 @@ class ServedModel:
     config: ConfigFacts
     executor: Executor | None = None
     state: str = "loading"
+    number: int = 1
 
     @property
     def name(self) -> str:
@@ -92,8 +96,14 @@ class ServedModel:
 
     @property
     def version(self) -> str:
-        """The model's version string (KServe v2 ``model_version``)."""
-        return self.info.version
+        """The version it reports (KServe v2 ``model_version``): ``number`` as a string."""
+        return str(self.number)
+
+    @property
+    def versions(self) -> tuple[str, ...]:
+        """Every version string it answers to besides "": ``number`` and the spec's
+        version (``1`` and ``1.0.0`` by default)."""
+        return tuple(dict.fromkeys((self.version, self.info.version)))
 
     @property
     def ready(self) -> bool:
@@ -125,7 +135,8 @@ class Repository:
         versions[model.version] = model
 
     def get(self, name: str, version: str = "") -> ServedModel:
-        """The model ``name`` at ``version`` ("" = its latest: the last one added).
+        """The model ``name`` at ``version`` ("" = its latest: the last one added; else
+        any string in its :attr:`ServedModel.versions`).
 
         Raises:
             NotFound: no such model, or no such version of it (KServe v2 semantics); the
@@ -138,17 +149,20 @@ class Repository:
             )
         if not version:
             return list(versions.values())[-1]
-        if version not in versions:
-            served = ", ".join(repr(v) for v in versions)
-            raise NotFound(
-                f"model {name!r} has no version {version!r} (model_version); it serves "
-                f"version {served}, or leave model_version empty"
-            )
-        return versions[version]
+        for model in versions.values():
+            if version in model.versions:
+                return model
+        served = ", ".join(repr(v) for m in versions.values() for v in m.versions)
+        raise NotFound(
+            f"model {name!r} has no version {version!r} (model_version); it serves "
+            f"version {served}, or leave model_version empty"
+        )
 
     def describe(self) -> str:
-        """``'a' (version '1'), 'b' (version '1')``: how messages list the served models."""
-        return ", ".join(f"{m.name!r} (version {m.version!r})" for m in self) or "no models"
+        """``'a' (version '1' or '1.0.0'), 'b' (version '1')``: how messages list the
+        served models."""
+        served = [f"{m.name!r} (version {' or '.join(map(repr, m.versions))})" for m in self]
+        return ", ".join(served) or "no models"
 
     @property
     def ready(self) -> bool:

@@ -23,12 +23,23 @@ MMAAS_DYNAMIC_BATCHING          ``true``/``false``: stack concurrent requests   
 MMAAS_PREFERRED_BATCH_SIZES     comma list, e.g. ``4,8``; empty = max batch     (empty)
 MMAAS_MAX_QUEUE_DELAY_US        how long a batch waits to fill, microseconds    100
 MMAAS_MAX_QUEUE_SIZE            queued requests before RESOURCE_EXHAUSTED       1024
-MMAAS_SHUTDOWN_GRACE_S          SIGTERM drain period, seconds                   25
+MMAAS_SHUTDOWN_GRACE_S          after SIGTERM: NOT_SERVING, ports open, s       25
+MMAAS_MODEL_VERSION             Triton version number the model answers to      1
+MMAAS_GRPC_KEEPALIVE_TIME_MS    server pings an idle connection after, ms       7200000
+MMAAS_GRPC_KEEPALIVE_TIMEOUT_MS ping unanswered this long closes it, ms         20000
+MMAAS_GRPC_KEEPALIVE_PERMIT_WITHOUT_CALLS  accept client pings with no call    true
+MMAAS_GRPC_HTTP2_MIN_PING_INTERVAL_WITHOUT_DATA_MS  shortest client ping gap  5000
+MMAAS_GRPC_HTTP2_MAX_PING_STRIKES  early pings before GOAWAY too_many_pings    2
 MMAAS_LOG_FORMAT                ``text`` or ``json`` (JSON lines, stderr)       text
 MMAAS_LOG_LEVEL                 ``debug`` (one line per request), ``info``...   info
 MMAAS_TLS_CERT / MMAAS_TLS_KEY  PEM server certificate chain and private key    (plain text gRPC)
 MMAAS_TLS_CLIENT_CA             PEM CA bundle; set = mutual TLS required        (none)
 ==============================  ==============================================  ===================
+
+The keepalive variables are gRPC's server arguments of the same names (``grpc.keepalive_*``,
+``grpc.http2.*``); the defaults accept a client that pings every 5 s or slower, with or
+without calls in flight (gRPC's own would answer pings more often than every 5 minutes
+with GOAWAY ``too_many_pings``). SIGTERM: see :mod:`mmaas.server.shutdown`.
 
 ``MMAAS_MAX_MESSAGE_SIZE`` unset means: twice the bytes of all inputs at the profile's
 max shapes, and at least 64 MiB (so a 1x3x1280x1280 FP32 tensor, 19.7 MB, always fits).
@@ -80,6 +91,34 @@ class BatchingSettings:
 
 
 @dataclass(frozen=True)
+class KeepaliveSettings:
+    """gRPC's HTTP/2 keepalive (gRPC's ``doc/keepalive.md``), times in ms: the server pings
+    a connection idle ``time_ms`` and closes it when unanswered ``timeout_ms``; a client ping
+    sooner than ``min_ping_interval_without_data_ms`` after the last is a strike, and
+    ``max_ping_strikes`` of them (0 = no limit) get GOAWAY ``too_many_pings``;
+    ``permit_without_calls`` accepts pings with no call in flight."""
+
+    time_ms: int = 7_200_000
+    timeout_ms: int = 20_000
+    permit_without_calls: bool = True
+    min_ping_interval_without_data_ms: int = 5_000
+    max_ping_strikes: int = 2
+
+    def options(self) -> list[tuple[str, int]]:
+        """The gRPC server arguments."""
+        return [
+            ("grpc.keepalive_time_ms", self.time_ms),
+            ("grpc.keepalive_timeout_ms", self.timeout_ms),
+            ("grpc.keepalive_permit_without_calls", int(self.permit_without_calls)),
+            (
+                "grpc.http2.min_ping_interval_without_data_ms",
+                self.min_ping_interval_without_data_ms,
+            ),
+            ("grpc.http2.max_ping_strikes", self.max_ping_strikes),
+        ]
+
+
+@dataclass(frozen=True)
 class Settings:
     """Everything the server is configured with; built by :func:`from_env`.
 
@@ -101,6 +140,8 @@ class Settings:
     warmup_runs: int = 1
     batching: BatchingSettings = BatchingSettings()
     shutdown_grace_s: float = 25.0
+    model_version: int = 1
+    keepalive: KeepaliveSettings = KeepaliveSettings()
     log_format: str = "text"
     log_level: str = "info"
     tls: TlsSettings | None = None
@@ -135,6 +176,18 @@ def from_env(environ: Mapping[str, str] | None = None) -> Settings:
             max_queue_size=env.get("MMAAS_MAX_QUEUE_SIZE", _positive, 1024),
         ),
         shutdown_grace_s=env.get("MMAAS_SHUTDOWN_GRACE_S", _seconds, 25.0),
+        model_version=env.get("MMAAS_MODEL_VERSION", _positive, 1),
+        keepalive=KeepaliveSettings(
+            time_ms=env.get("MMAAS_GRPC_KEEPALIVE_TIME_MS", _positive, 7_200_000),
+            timeout_ms=env.get("MMAAS_GRPC_KEEPALIVE_TIMEOUT_MS", _positive, 20_000),
+            permit_without_calls=env.get(
+                "MMAAS_GRPC_KEEPALIVE_PERMIT_WITHOUT_CALLS", _boolean, True
+            ),
+            min_ping_interval_without_data_ms=env.get(
+                "MMAAS_GRPC_HTTP2_MIN_PING_INTERVAL_WITHOUT_DATA_MS", _non_negative, 5_000
+            ),
+            max_ping_strikes=env.get("MMAAS_GRPC_HTTP2_MAX_PING_STRIKES", _non_negative, 2),
+        ),
         log_format=env.get("MMAAS_LOG_FORMAT", _choice(LOG_FORMATS), "text"),
         log_level=env.get("MMAAS_LOG_LEVEL", _choice(LOG_LEVELS), "info"),
         tls=_tls(env),

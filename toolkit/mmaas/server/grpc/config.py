@@ -20,8 +20,9 @@ from mmaas.server.grpc.protocol import model_config_pb2
 from mmaas.server.repository import ConfigFacts
 
 
-def to_metadata(info: ModelInfo, facts: ConfigFacts) -> Any:
-    """ModelMetadataResponse: full shapes with ``-1`` for dynamic dims, batch included."""
+def to_metadata(info: ModelInfo, facts: ConfigFacts, versions: Sequence[str]) -> Any:
+    """ModelMetadataResponse: full shapes with ``-1`` for dynamic dims, batch included;
+    ``versions``: every version string the model answers to (Triton's number first)."""
 
     def tensor(t: TensorInfo) -> Any:
         return service_pb2.ModelMetadataResponse.TensorMetadata(
@@ -30,15 +31,17 @@ def to_metadata(info: ModelInfo, facts: ConfigFacts) -> Any:
 
     return service_pb2.ModelMetadataResponse(
         name=info.name,
-        versions=[info.version],
+        versions=list(versions),
         platform=facts.platform,
         inputs=[tensor(t) for t in info.inputs],
         outputs=[tensor(t) for t in info.outputs],
     )
 
 
-def to_model_config(info: ModelInfo, facts: ConfigFacts) -> Any:
-    """Triton ModelConfig of the served model (what ``get_model_config`` shows)."""
+def to_model_config(info: ModelInfo, facts: ConfigFacts, number: int) -> Any:
+    """Triton ModelConfig of the served model (what ``get_model_config`` shows); its
+    version policy serves exactly version ``number``; ``model_transaction_policy.decoupled``
+    is set for a model that answers with many responses."""
     skip = 1 if info.max_batch_size > 0 else 0
 
     def data_type(t: TensorInfo) -> Any:  # a model_config_pb2.DataType value
@@ -69,23 +72,28 @@ def to_model_config(info: ModelInfo, facts: ConfigFacts) -> Any:
             )
         ],
     )
+    config.version_policy.specific.versions.append(number)
+    config.model_transaction_policy.decoupled = facts.decoupled
     if facts.batching:
         config.dynamic_batching.preferred_batch_size.extend(facts.preferred_batch_sizes)
         config.dynamic_batching.max_queue_delay_microseconds = facts.max_queue_delay_us
     return config
 
 
-def to_statistics(models: Sequence[tuple[ModelInfo, dict[str, Any]]]) -> Any:
-    """ModelStatisticsResponse of ``models``: each model's signature with its
-    :meth:`ModelMetrics.snapshot`, in that order."""
+def to_statistics(models: Sequence[tuple[ModelInfo, str, dict[str, Any]]]) -> Any:
+    """ModelStatisticsResponse of ``models``: each model's signature, the version it
+    reports (Triton's number: perf_analyzer keys statistics by it) and its
+    :meth:`ModelMetrics.snapshot`, in that order. Compute counts are requests, as the
+    durations summed per request (Triton's: the averages are per request)."""
     return service_pb2.ModelStatisticsResponse(
-        model_stats=[_model_statistics(info, snapshot) for info, snapshot in models]
+        model_stats=[_model_statistics(info, v, snapshot) for info, v, snapshot in models]
     )
 
 
-def _model_statistics(info: ModelInfo, snapshot: dict[str, Any]) -> Any:
+def _model_statistics(info: ModelInfo, version: str, snapshot: dict[str, Any]) -> Any:
     durations = snapshot["duration_ns"]
     executions = snapshot["execution_count"]
+    served = snapshot["success"]
 
     def stat(count: int, ns: int) -> Any:
         return service_pb2.StatisticDuration(count=count, ns=ns)
@@ -94,9 +102,9 @@ def _model_statistics(info: ModelInfo, snapshot: dict[str, Any]) -> Any:
         success=stat(snapshot["success"], durations.get("request", 0)),
         fail=stat(sum(snapshot["failures"].values()), 0),
         queue=stat(snapshot["success"], durations.get("queue", 0)),
-        compute_input=stat(executions, durations.get("compute_input", 0)),
-        compute_infer=stat(executions, durations.get("compute_infer", 0)),
-        compute_output=stat(executions, durations.get("compute_output", 0)),
+        compute_input=stat(served, durations.get("compute_input", 0)),
+        compute_infer=stat(served, durations.get("compute_infer", 0)),
+        compute_output=stat(served, durations.get("compute_output", 0)),
     )
     batches = [
         service_pb2.InferBatchStatistics(
@@ -109,7 +117,7 @@ def _model_statistics(info: ModelInfo, snapshot: dict[str, Any]) -> Any:
     ]
     return service_pb2.ModelStatistics(
         name=info.name,
-        version=info.version,
+        version=version,
         last_inference=snapshot["last_inference_ms"],
         inference_count=snapshot["inference_count"],
         execution_count=executions,

@@ -59,9 +59,12 @@ class Tensor(Protocol):
         ...
 
 
-def to_array(tensor: Tensor, raw: bytes | None) -> np.ndarray:
-    """Decode one tensor from ``raw`` (its raw contents entry) or, when ``raw`` is None,
-    from its typed ``contents``. BYTES become an ``object`` array of ``bytes``.
+def to_array(
+    tensor: Tensor, raw: bytes | memoryview | None, source: str = "raw_input_contents"
+) -> np.ndarray:
+    """Decode one tensor from ``raw`` (its raw contents entry, or its bytes in shared memory:
+    ``source`` names where they came from in messages) or, when ``raw`` is None, from its
+    typed ``contents``. BYTES become an ``object`` array of ``bytes``.
 
     Raises:
         InvalidArgument: unknown datatype, negative dims, a byte length or value count
@@ -75,12 +78,12 @@ def to_array(tensor: Tensor, raw: bytes | None) -> np.ndarray:
     if raw is None:
         return _from_contents(tensor, dtype, shape, count, where)
     if tensor.datatype == "BYTES":
-        elements = decode_bytes(raw, count, f"{where}: raw_input_contents")
+        elements = decode_bytes(bytes(raw), count, f"{where}: {source}")
         return _object_array(elements, shape)
     expected = count * dtype.itemsize
     if len(raw) != expected:
         raise InvalidArgument(
-            f"{where}: raw_input_contents holds {len(raw)} bytes, but shape {list(shape)} of "
+            f"{where}: {source} holds {len(raw)} bytes, but shape {list(shape)} of "
             f"{tensor.datatype} ({dtype.itemsize} bytes each) needs {expected}"
         )
     return np.frombuffer(raw, dtype=dtype.newbyteorder("<")).reshape(shape)
@@ -116,30 +119,45 @@ def from_array(tensor: Tensor, array: np.ndarray, *, typed: bool = False) -> byt
     return None
 
 
-def to_inputs(inputs: Sequence[Tensor], raw_contents: Sequence[bytes]) -> dict[str, np.ndarray]:
-    """Decode a ModelInferRequest's ``inputs`` with its ``raw_input_contents`` (one entry
-    per input, in order, or none at all) into ``{name: array}``.
+def to_inputs(
+    inputs: Sequence[Tensor],
+    raw_contents: Sequence[bytes],
+    shared: Mapping[str, tuple[memoryview, str]] | None = None,
+) -> dict[str, np.ndarray]:
+    """Decode a ModelInferRequest's ``inputs`` into ``{name: array}``. ``shared`` holds the
+    bytes of the inputs in shared memory (``{name: (bytes, where they lie)}``); the
+    ``raw_input_contents`` entries pair, in order, with the other inputs (one each, or none
+    at all: then every other input has typed contents), as Triton pairs them.
 
     Raises:
-        InvalidArgument: raw entries do not pair one-to-one with the inputs, an input
-            has both raw and typed data, an input name repeats, or a tensor is malformed.
+        InvalidArgument: raw entries do not pair one-to-one with those inputs, an input
+            has both raw (or shared memory) and typed data, an input name repeats, or a
+            tensor is malformed.
     """
-    if raw_contents and len(raw_contents) != len(inputs):
+    shared = shared or {}
+    plain = [tensor for tensor in inputs if tensor.name not in shared]
+    if raw_contents and len(raw_contents) != len(plain):
+        held = f" (and {len(inputs) - len(plain)} in shared memory)" if shared else ""
         raise InvalidArgument(
-            f"raw_input_contents has {len(raw_contents)} entries for {len(inputs)} inputs; "
+            f"raw_input_contents has {len(raw_contents)} entries for {len(plain)} inputs{held}; "
             "send one per input, in the order of inputs, or use typed contents for all"
         )
+    raw_entries = iter(raw_contents)
     arrays: dict[str, np.ndarray] = {}
-    for index, tensor in enumerate(inputs):
+    for tensor in inputs:
         if tensor.name in arrays:
             raise InvalidArgument(f"input {tensor.name!r} appears twice in inputs")
-        raw = raw_contents[index] if raw_contents else None
+        if tensor.name in shared:
+            data, source = shared[tensor.name]
+            raw: bytes | memoryview | None = data
+        else:
+            raw, source = (next(raw_entries) if raw_contents else None), "raw_input_contents"
         if raw is not None and tensor.HasField("contents"):
             raise InvalidArgument(
-                f"input {tensor.name!r} has both raw_input_contents and "
+                f"input {tensor.name!r} has both {source.split(' (')[0]} and "
                 "typed contents; send one of them"
             )
-        arrays[tensor.name] = to_array(tensor, raw)
+        arrays[tensor.name] = to_array(tensor, raw, source)
     return arrays
 
 

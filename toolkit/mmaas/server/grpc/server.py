@@ -1,6 +1,7 @@
 """The gRPC front end's server: a ``grpc.aio`` server with the KServe v2 inference service
-(:mod:`.servicer`), the standard ``grpc.health.v1`` health service and gRPC reflection, on
-``MMAAS_HOST:MMAAS_GRPC_PORT``, plain text or TLS (mutual with ``MMAAS_TLS_CLIENT_CA``)."""
+(:mod:`.servicer`, :mod:`.extensions`), the standard ``grpc.health.v1`` health service and
+gRPC reflection v1 and v1alpha, on ``MMAAS_HOST:MMAAS_GRPC_PORT``, plain text or TLS
+(mutual with ``MMAAS_TLS_CLIENT_CA``), with the keepalive settings of ``MMAAS_GRPC_*``."""
 
 from __future__ import annotations
 
@@ -9,20 +10,22 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
-from grpc_reflection.v1alpha import reflection
 
 from mmaas.core.errors import MmaasError
-from mmaas.server.grpc.servicer import SERVICE, InferenceServicer, register
+from mmaas.server.context import ServerContext
+from mmaas.server.grpc.extensions import Extensions
+from mmaas.server.grpc.handlers import register
+from mmaas.server.grpc.reflection import enable_reflection
+from mmaas.server.grpc.servicer import SERVICE, InferenceServicer
 from mmaas.server.ports import check_free, listen_address
-from mmaas.server.repository import Repository
 from mmaas.server.settings import Settings
 
 HEALTH_SERVICES = ("", SERVICE)
 
 
-def grpc_server(settings: Settings, repository: Repository, health: HealthServicer) -> Any:
-    """The server with its services over every model of ``repository``, bound to its port
-    (not started).
+def grpc_server(settings: Settings, context: ServerContext, health: HealthServicer) -> Any:
+    """The server with its services over ``context`` (the repository, shared memory,
+    model control, log settings), bound to its port (not started).
 
     Raises:
         MmaasError: the port cannot be bound (another server uses it).
@@ -31,20 +34,14 @@ def grpc_server(settings: Settings, repository: Repository, health: HealthServic
         ("grpc.max_receive_message_length", -1),
         ("grpc.max_send_message_length", -1),
         ("grpc.so_reuseport", 0),
+        *settings.keepalive.options(),
     ]
     if settings.max_concurrent_streams:
         options.append(("grpc.max_concurrent_streams", settings.max_concurrent_streams))
     server = grpc.aio.server(options=options)
-    register(InferenceServicer(repository), server)
+    register(InferenceServicer(context), Extensions(context), server)
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
-    reflection.enable_server_reflection(
-        (
-            SERVICE,
-            health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
-            reflection.SERVICE_NAME,
-        ),
-        server,
-    )
+    enable_reflection((SERVICE, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name), server)
     address = listen_address(settings.host, settings.grpc_port)
     check_free(settings.host, settings.grpc_port, "MMAAS_GRPC_PORT")
     try:

@@ -1,35 +1,45 @@
 """The KServe v2 ``inference.GRPCInferenceService`` (Triton's ``grpc_service.proto``, the
 stubs generated at build time into :mod:`mmaas.server.grpc.protocol`), so unmodified
-``tritonclient.grpc`` works.
+``tritonclient.grpc`` works: health, metadata, config, statistics, ModelInfer,
+ModelStreamInfer (:mod:`.stream`) and the model repository extension here; shared memory,
+log and trace settings in :mod:`.extensions`; every RPC bound by :mod:`.handlers`.
 
-Methods are thin: convert at the edge (:mod:`.converters`), call the one request path
-(:class:`mmaas.server.inference.InferencePath`: the model's lookup in the repository,
-checks, its executor, its statistics), convert back; a failure's status name becomes the
-gRPC status. ServerLive, ServerReady, ModelReady, ServerMetadata, ModelMetadata,
-ModelInfer, ModelConfig and ModelStatistics are served (:func:`register`); the other RPCs
-answer UNIMPLEMENTED.
+Methods are thin: convert at the edge (:mod:`.tensors`, :mod:`.converters`), call the one
+request path (:class:`mmaas.server.inference.InferencePath`: the model's lookup in the
+repository, checks, its executor, its statistics), convert back; a failure's status name
+becomes the gRPC status.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping
+from contextlib import aclosing
 from typing import Any, NamedTuple
 
 import grpc
+import numpy as np
 
 import mmaas
+from mmaas.server.context import ServerContext
 from mmaas.server.grpc import config
-from mmaas.server.grpc.converters import from_outputs, to_inputs
 from mmaas.server.grpc.protocol import grpc_service_pb2 as service_pb2
-from mmaas.server.inference import InferencePath, failure_of
-from mmaas.server.repository import Repository, ServedModel
-from mmaas.server.status import InvalidArgument, RequestError
+from mmaas.server.grpc.stream import stream_infer
+from mmaas.server.grpc.tensors import DecodedRequest, decode_request, encode_outputs
+from mmaas.server.repository import ServedModel
+from mmaas.server.shm import TensorRef
+from mmaas.server.status import RequestError, Unsupported
+from mmaas.server.streaming import is_decoupled
 
 SERVICE = "inference.GRPCInferenceService"
-UNSUPPORTED_PARAMETERS = {
-    "classification": "the classification extension is not supported; request the tensor",
-    "shared_memory_region": "shared memory is not supported; send the data in the request",
-}
+EXTENSIONS = [
+    "model_configuration",
+    "statistics",
+    "system_shared_memory",
+    "cuda_shared_memory",
+    "model_repository",
+    "logging",
+    "trace",
+]
 
 
 class SizedRequest(NamedTuple):
@@ -40,54 +50,65 @@ class SizedRequest(NamedTuple):
 
     @classmethod
     def parse(cls, data: bytes) -> SizedRequest:
-        """gRPC request deserializer for ModelInfer."""
+        """gRPC request deserializer for ModelInfer and ModelStreamInfer."""
         return cls(service_pb2.ModelInferRequest.FromString(data), len(data))
 
 
 class InferenceServicer:
-    """KServe v2 gRPC methods over a :class:`~mmaas.server.repository.Repository`."""
+    """KServe v2 gRPC methods over the server's repository, its system shared memory
+    registry and its model control (:class:`~mmaas.server.context.ServerContext`)."""
 
-    def __init__(self, repository: Repository) -> None:
-        self.repository = repository
-        self.path = InferencePath(repository)
+    def __init__(self, context: ServerContext) -> None:
+        self.repository = context.repository
+        self.path = context.path
+        self.shm = context.shm
+        self.control = context.control
 
-    async def ServerLive(self, request: Any, context: Any) -> Any:
+    async def ServerLive(self, request: Any) -> Any:
         """Live as soon as the process answers (Kubernetes liveness)."""
         return service_pb2.ServerLiveResponse(live=True)
 
-    async def ServerReady(self, request: Any, context: Any) -> Any:
+    async def ServerReady(self, request: Any) -> Any:
         """Ready once every model's engines are verified, loaded and warmed up (= health
-        SERVING)."""
+        SERVING); not ready from SIGTERM on."""
         return service_pb2.ServerReadyResponse(ready=self.repository.ready)
 
-    async def ModelReady(self, request: Any, context: Any) -> Any:
+    async def ModelReady(self, request: Any) -> Any:
         """Readiness of the named model; NOT_FOUND for another name or version."""
-        return await _answer(context, self._model_ready, request)
+        model = self.path.lookup(request.name, request.version)
+        return service_pb2.ModelReadyResponse(ready=model.ready)
 
-    async def ServerMetadata(self, request: Any, context: Any) -> Any:
+    async def ServerMetadata(self, request: Any) -> Any:
         """Server name ``mmaas``, its version and the KServe v2 extensions it speaks."""
         return service_pb2.ServerMetadataResponse(
-            name="mmaas",
-            version=mmaas.__version__,
-            extensions=["model_configuration", "statistics"],
+            name="mmaas", version=mmaas.__version__, extensions=EXTENSIONS
         )
 
-    async def ModelMetadata(self, request: Any, context: Any) -> Any:
-        """Names, datatypes and shapes (-1 = dynamic, batch axis included)."""
-        return await _answer(context, self._metadata, request)
+    async def ModelMetadata(self, request: Any) -> Any:
+        """Names, datatypes and shapes (-1 = dynamic, batch axis included), and every
+        version string the model answers to."""
+        model = self.path.lookup(request.name, request.version)
+        return config.to_metadata(model.info, model.config, model.versions)
 
-    async def ModelConfig(self, request: Any, context: Any) -> Any:
+    async def ModelConfig(self, request: Any) -> Any:
         """Triton's model configuration of the named model (see :mod:`.config`)."""
-        return await _answer(context, self._config, request)
+        model = self.path.lookup(request.name, request.version)
+        return service_pb2.ModelConfigResponse(
+            config=config.to_model_config(model.info, model.config, model.number)
+        )
 
-    async def ModelStatistics(self, request: Any, context: Any) -> Any:
+    async def ModelStatistics(self, request: Any) -> Any:
         """Triton's cumulative inference statistics of the named model, or of every model
         when the name is empty (see :mod:`.metrics`)."""
-        return await _answer(context, self._statistics, request)
+        if request.name:
+            models = [self.path.lookup(request.name, request.version)]
+        else:
+            models = list(self.repository)
+        return config.to_statistics([(m.info, m.version, m.metrics.snapshot()) for m in models])
 
     async def ModelInfer(self, request: SizedRequest, context: Any) -> Any:
-        """Run one inference. ``request`` comes from :meth:`SizedRequest.parse`
-        (registered by :func:`register`). Outputs are returned in ``raw_output_contents``."""
+        """Run one inference; outputs in ``raw_output_contents`` or shared memory.
+        ``request`` comes from :meth:`SizedRequest.parse`."""
         message = request.message
         try:
             model = self.path.lookup(message.model_name, message.model_version)
@@ -95,88 +116,85 @@ class InferenceServicer:
             await context.abort(grpc.StatusCode[exc.status], exc.message)
         async with self.path.accounted(model, message.id) as outcome:
             try:
-                return await self._infer(model, message, request.size, context)
+                decoded, outputs = self.decode(model, request)
+                results = await self.path.run(
+                    model, decoded.arrays, outputs, context.time_remaining()
+                )
+                return self.infer_response(model, message.id, results, decoded.output_refs)
             except Exception as exc:
                 failure = outcome.failed(exc)
                 await context.abort(grpc.StatusCode[failure.status], failure.message)
 
-    async def _infer(self, model: ServedModel, request: Any, size: int, context: Any) -> Any:
-        headers = [(t.name, t.datatype, t.shape) for t in request.inputs]
-        requested = [output.name for output in request.outputs]
-        outputs = self.path.admit(model, size, headers, requested)
-        _check_parameters("inputs", request.inputs)
-        _check_parameters("outputs", request.outputs)
-        arrays = to_inputs(request.inputs, request.raw_input_contents)
-        results = await self.path.run(model, arrays, outputs, context.time_remaining())
-        response = service_pb2.ModelInferResponse(
-            model_name=model.name, model_version=model.version, id=request.id
+    async def ModelStreamInfer(self, requests: Any, context: Any) -> Any:
+        """Bidirectional streaming inference (see :mod:`.stream`)."""
+        async with aclosing(stream_infer(self, requests, context)) as responses:
+            async for response in responses:
+                yield response
+
+    async def RepositoryIndex(self, request: Any) -> Any:
+        """Every served model with its state (only ready ones when ``ready``)."""
+        _no_repository_name(request)
+        return service_pb2.RepositoryIndexResponse(
+            models=[
+                service_pb2.RepositoryIndexResponse.ModelIndex(
+                    name=e.name, version=e.version, state=e.state, reason=e.reason
+                )
+                for e in self.control.index(request.ready)
+            ]
         )
-        from_outputs(response, results)
+
+    async def RepositoryModelLoad(self, request: Any) -> Any:
+        """(Re)load a served model: verify, load and warm up its engines."""
+        _no_repository_name(request)
+        await self.control.load(request.model_name, _repository_parameters(request))
+        return service_pb2.RepositoryModelLoadResponse()
+
+    async def RepositoryModelUnload(self, request: Any) -> Any:
+        """Unload a served model (requests get UNAVAILABLE until it is loaded again)."""
+        _no_repository_name(request)
+        await self.control.unload(request.model_name, _repository_parameters(request))
+        return service_pb2.RepositoryModelUnloadResponse()
+
+    def decode(self, model: ServedModel, request: SizedRequest) -> tuple[DecodedRequest, list[str]]:
+        """Check ``request`` for ``model`` (readiness, size, signature) and decode it;
+        returns the decoded request and the outputs to compute."""
+        message = request.message
+        headers = [(t.name, t.datatype, t.shape) for t in message.inputs]
+        requested = [output.name for output in message.outputs]
+        outputs = self.path.admit(model, request.size, headers, requested)
+        return decode_request(message, self.shm), outputs
+
+    def infer_response(
+        self,
+        model: ServedModel,
+        request_id: str,
+        results: Mapping[str, np.ndarray],
+        refs: Mapping[str, TensorRef],
+    ) -> Any:
+        """The ModelInferResponse of ``results`` (outputs with ``refs`` go to shm)."""
+        response = service_pb2.ModelInferResponse(
+            model_name=model.name, model_version=model.version, id=request_id
+        )
+        encode_outputs(response, results, refs, self.shm)
         return response
 
-    async def _model_ready(self, request: Any) -> Any:
-        model = self.path.lookup(request.name, request.version)
-        return service_pb2.ModelReadyResponse(ready=model.ready)
+    @staticmethod
+    def is_decoupled(model: ServedModel) -> bool:
+        """True when ``model`` answers with many responses."""
+        return is_decoupled(model.executor)
 
-    async def _metadata(self, request: Any) -> Any:
-        model = self.path.lookup(request.name, request.version)
-        return config.to_metadata(model.info, model.config)
 
-    async def _config(self, request: Any) -> Any:
-        model = self.path.lookup(request.name, request.version)
-        return service_pb2.ModelConfigResponse(
-            config=config.to_model_config(model.info, model.config)
+def _no_repository_name(request: Any) -> None:
+    if request.repository_name:
+        raise Unsupported(
+            f"'repository_name' specification is not supported (got "
+            f"{request.repository_name!r}): this server has one model repository, its image's"
         )
 
-    async def _statistics(self, request: Any) -> Any:
-        if request.name:
-            models = [self.path.lookup(request.name, request.version)]
-        else:
-            models = list(self.repository)
-        return config.to_statistics([(m.info, m.metrics.snapshot()) for m in models])
 
-
-def register(servicer: InferenceServicer, server: grpc.aio.Server) -> None:
-    """Add the served methods of the service to ``server`` (ModelInfer bound with
-    :meth:`SizedRequest.parse`, so its size is known before it is parsed); every other
-    method of the service answers UNIMPLEMENTED."""
-    served: dict[str, tuple[Any, Any]] = {
-        "ServerLive": (servicer.ServerLive, service_pb2.ServerLiveRequest.FromString),
-        "ServerReady": (servicer.ServerReady, service_pb2.ServerReadyRequest.FromString),
-        "ModelReady": (servicer.ModelReady, service_pb2.ModelReadyRequest.FromString),
-        "ServerMetadata": (servicer.ServerMetadata, service_pb2.ServerMetadataRequest.FromString),
-        "ModelMetadata": (servicer.ModelMetadata, service_pb2.ModelMetadataRequest.FromString),
-        "ModelConfig": (servicer.ModelConfig, service_pb2.ModelConfigRequest.FromString),
-        "ModelStatistics": (
-            servicer.ModelStatistics,
-            service_pb2.ModelStatisticsRequest.FromString,
-        ),
-        "ModelInfer": (servicer.ModelInfer, SizedRequest.parse),
+def _repository_parameters(request: Any) -> dict[str, object]:
+    return {
+        key: getattr(value, value.WhichOneof("parameter_choice"))
+        for key, value in request.parameters.items()
+        if value.WhichOneof("parameter_choice")
     }
-    handlers = {
-        name: grpc.unary_unary_rpc_method_handler(
-            method, request_deserializer=parse, response_serializer=_serialize
-        )
-        for name, (method, parse) in served.items()
-    }
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
-
-
-def _serialize(message: Any) -> bytes:
-    data: bytes = message.SerializeToString()
-    return data
-
-
-async def _answer(context: Any, method: Any, request: Any) -> Any:
-    try:
-        return await method(request)
-    except RequestError as exc:
-        failure = failure_of(exc)
-        await context.abort(grpc.StatusCode[failure.status], failure.message)
-
-
-def _check_parameters(field: str, tensors: Sequence[Any]) -> None:
-    for tensor in tensors:
-        for key, why in UNSUPPORTED_PARAMETERS.items():
-            if key in tensor.parameters:
-                raise InvalidArgument(f"{field} {tensor.name!r}: parameter {key!r}: {why}")

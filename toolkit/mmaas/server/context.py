@@ -1,0 +1,54 @@
+"""What every front end serves, one of each per server and shared by the gRPC and HTTP
+front ends: the model repository and the one request path over it, the system shared
+memory registry, the model control (repository extension) and the log settings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from mmaas.server.inference import InferencePath
+from mmaas.server.log_settings import LogSettings
+from mmaas.server.model_control import ModelControl, Reload
+from mmaas.server.repository import Repository
+from mmaas.server.shm import SystemSharedMemory
+
+
+@dataclass(frozen=True)
+class ServerContext:
+    """The server's shared parts (see the module docstring); ``backend`` names the back
+    end in refusals (CUDA shared memory)."""
+
+    repository: Repository
+    path: InferencePath
+    shm: SystemSharedMemory
+    control: ModelControl
+    logs: LogSettings
+    backend: str
+
+    @classmethod
+    def create(
+        cls,
+        repository: Repository,
+        backend: str,
+        reload: Reload | None = None,
+        changed: Callable[[], Awaitable[None]] | None = None,
+        log_format: str = "text",
+        log_level: str = "info",
+    ) -> ServerContext:
+        """The context of a server over ``repository`` (``reload``: how the model control
+        reloads a model, None = load refused; ``changed``: awaited after a load or
+        unload)."""
+
+        async def nothing() -> None:
+            return None
+
+        return cls(
+            repository=repository,
+            path=InferencePath(repository),
+            shm=SystemSharedMemory(),
+            control=ModelControl(repository, reload, changed or nothing),
+            logs=LogSettings(log_format, log_level),
+            backend=backend,
+        )

@@ -1,0 +1,87 @@
+"""The Triton extensions of ``GRPCInferenceService`` beyond inference: system shared memory
+(:mod:`mmaas.server.shm`), CUDA shared memory (refused: :func:`~mmaas.server.shm.cuda_unsupported`;
+status and unregister answer, empty, as perf_analyzer needs), log settings and trace
+settings (:mod:`mmaas.server.log_settings`). Each method converts the message, calls the
+protocol-neutral part, converts back; a refusal's status name becomes the gRPC status.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mmaas.server.context import ServerContext
+from mmaas.server.grpc.protocol import grpc_service_pb2 as service_pb2
+from mmaas.server.log_settings import trace_settings
+from mmaas.server.shm import cuda_unsupported
+
+
+class Extensions:
+    """The extension RPCs over the server's shared memory registry and log settings."""
+
+    def __init__(self, context: ServerContext) -> None:
+        self.shm = context.shm
+        self.logs = context.logs
+        self.backend = context.backend
+
+    async def SystemSharedMemoryStatus(self, request: Any) -> Any:
+        """The region ``name`` (NOT_FOUND if unknown), or every region."""
+        response = service_pb2.SystemSharedMemoryStatusResponse()
+        for region in self.shm.status(request.name):
+            response.regions[region.name].CopyFrom(
+                service_pb2.SystemSharedMemoryStatusResponse.RegionStatus(
+                    name=region.name,
+                    key=region.key,
+                    offset=region.offset,
+                    byte_size=region.byte_size,
+                )
+            )
+        return response
+
+    async def SystemSharedMemoryRegister(self, request: Any) -> Any:
+        """Map ``[offset, offset + byte_size)`` of the object ``key`` as region ``name``."""
+        self.shm.register(request.name, request.key, request.offset, request.byte_size)
+        return service_pb2.SystemSharedMemoryRegisterResponse()
+
+    async def SystemSharedMemoryUnregister(self, request: Any) -> Any:
+        """Unmap region ``name``, or every region when it is empty."""
+        self.shm.unregister(request.name)
+        return service_pb2.SystemSharedMemoryUnregisterResponse()
+
+    async def CudaSharedMemoryStatus(self, request: Any) -> Any:
+        """No CUDA region is ever registered: empty (Triton without GPU support)."""
+        return service_pb2.CudaSharedMemoryStatusResponse()
+
+    async def CudaSharedMemoryRegister(self, request: Any) -> Any:
+        """Refused: INVALID_ARGUMENT saying why and naming system shared memory."""
+        raise cuda_unsupported(request.name, self.backend)
+
+    async def CudaSharedMemoryUnregister(self, request: Any) -> Any:
+        """Nothing to unregister: success (perf_analyzer calls it for system shm too)."""
+        return service_pb2.CudaSharedMemoryUnregisterResponse()
+
+    async def LogSettings(self, request: Any) -> Any:
+        """Apply the given settings (none = just read them); answer all of them."""
+        changes = {
+            key: getattr(value, value.WhichOneof("parameter_choice"))
+            for key, value in request.settings.items()
+            if value.WhichOneof("parameter_choice")
+        }
+        current = self.logs.update(changes) if changes else self.logs.current()
+        response = service_pb2.LogSettingsResponse()
+        for key, setting in current.items():
+            entry = response.settings[key]
+            if isinstance(setting, bool):
+                entry.bool_param = setting
+            elif isinstance(setting, int):
+                entry.uint32_param = setting
+            else:
+                entry.string_param = setting
+        return response
+
+    async def TraceSetting(self, request: Any) -> Any:
+        """Answer the (fixed: OFF) trace settings; refuse changing them, by name."""
+        current = trace_settings({key: list(v.value) for key, v in request.settings.items()})
+        response = service_pb2.TraceSettingResponse()
+        for key, values in current.items():
+            response.settings[key].value.extend(values)
+        return response
