@@ -113,6 +113,12 @@ def test_labels_env_and_build_request(det) -> None:
         "MMAAS_GRPC_PORT": "8001",
         "MMAAS_METRICS_PORT": "8002",
         "MMAAS_INSTANCE_COUNT": "1",
+        "MMAAS_SHUTDOWN_GRACE_S": "25",
+        "MMAAS_GRPC_KEEPALIVE_TIME_MS": "7200000",
+        "MMAAS_GRPC_KEEPALIVE_TIMEOUT_MS": "20000",
+        "MMAAS_GRPC_KEEPALIVE_PERMIT_WITHOUT_CALLS": "true",
+        "MMAAS_GRPC_HTTP2_MIN_PING_INTERVAL_WITHOUT_DATA_MS": "5000",
+        "MMAAS_GRPC_HTTP2_MAX_PING_STRIKES": "2",
     }
     request = json.loads(plan.generated["build-request.json"])
     assert request["source"] == "model/ch_PP-OCRv4_det_infer.onnx"

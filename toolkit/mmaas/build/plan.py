@@ -204,7 +204,9 @@ def runtime_env(spec: ModelSpec) -> dict[str, str]:
     """The ``MMAAS_*`` variables that carry ``runtime`` from model.yaml into the image
     (the server reads only its environment; see ``mmaas.server.settings``). An unset
     ``max_message_size`` is left to the server, which derives it from the manifest;
-    ``dynamic_batching`` becomes ``MMAAS_DYNAMIC_BATCHING`` and its three settings."""
+    ``dynamic_batching`` becomes ``MMAAS_DYNAMIC_BATCHING`` and its three settings;
+    ``shutdown_grace_seconds`` ``MMAAS_SHUTDOWN_GRACE_S``; ``keepalive`` the
+    ``MMAAS_GRPC_KEEPALIVE_*`` / ``MMAAS_GRPC_HTTP2_*`` variables."""
     env = {
         "MMAAS_HTTP_PORT": str(spec.runtime.http_port),
         "MMAAS_GRPC_PORT": str(spec.runtime.grpc_port),
@@ -213,6 +215,15 @@ def runtime_env(spec: ModelSpec) -> dict[str, str]:
     }
     if spec.runtime.max_message_size:
         env["MMAAS_MAX_MESSAGE_SIZE"] = str(spec.runtime.max_message_size)
+    env["MMAAS_SHUTDOWN_GRACE_S"] = f"{spec.runtime.shutdown_grace_seconds:g}"
+    keepalive = spec.runtime.keepalive
+    env["MMAAS_GRPC_KEEPALIVE_TIME_MS"] = str(keepalive.time_ms)
+    env["MMAAS_GRPC_KEEPALIVE_TIMEOUT_MS"] = str(keepalive.timeout_ms)
+    env["MMAAS_GRPC_KEEPALIVE_PERMIT_WITHOUT_CALLS"] = str(keepalive.permit_without_calls).lower()
+    env["MMAAS_GRPC_HTTP2_MIN_PING_INTERVAL_WITHOUT_DATA_MS"] = str(
+        keepalive.http2_min_ping_interval_without_data_ms
+    )
+    env["MMAAS_GRPC_HTTP2_MAX_PING_STRIKES"] = str(keepalive.http2_max_ping_strikes)
     batching = spec.runtime.dynamic_batching
     if batching is not None:
         env["MMAAS_DYNAMIC_BATCHING"] = "true"

@@ -222,6 +222,23 @@ class DynamicBatchingSpec(_Strict):
     max_queue_size: Annotated[int, Field(gt=0)] = 1024
 
 
+class KeepaliveSpec(_Strict):
+    """The gRPC server's HTTP/2 keepalive (gRPC's ``grpc.keepalive_*`` and ``grpc.http2.*``
+    server arguments), times in ms: the server pings a connection idle ``time_ms`` and
+    drops it when a ping goes unanswered ``timeout_ms``; a client ping sooner than
+    ``http2_min_ping_interval_without_data_ms`` after the last is a strike, and
+    ``http2_max_ping_strikes`` strikes (0 = no limit) get GOAWAY ``too_many_pings``. The
+    defaults accept a client pinging every 5 s or slower, even with no call in flight
+    (``permit_without_calls``). The image sets ``MMAAS_GRPC_KEEPALIVE_*`` and
+    ``MMAAS_GRPC_HTTP2_*``."""
+
+    time_ms: Annotated[int, Field(gt=0)] = 7_200_000
+    timeout_ms: Annotated[int, Field(gt=0)] = 20_000
+    permit_without_calls: bool = True
+    http2_min_ping_interval_without_data_ms: Annotated[int, Field(ge=0)] = 5_000
+    http2_max_ping_strikes: Annotated[int, Field(ge=0)] = 2
+
+
 class ToleranceSpec(_Strict):
     """How far the engine's outputs may be from ONNX Runtime's reference outputs on the
     original ONNX model at fp32. ``atol`` / ``rtol``: every element must satisfy
@@ -278,6 +295,9 @@ class RuntimeSpec(_Strict):
     max_message_size: Annotated[int, Field(gt=0)] | None = None
     instance_count: Annotated[int, Field(ge=1, le=64)] = 1
     dynamic_batching: DynamicBatchingSpec | None = None
+    # after SIGTERM: health NOT_SERVING, ports open, in-flight finished, then exit 0
+    shutdown_grace_seconds: Annotated[float, Field(ge=0, le=3600)] = 25.0
+    keepalive: KeepaliveSpec = Field(default_factory=KeepaliveSpec)
 
 
 class ImageSpec(_Strict):
