@@ -140,7 +140,7 @@ def test_curl_health_metadata_and_infer(cls_server: RunningServer, tmp_path: Pat
     output = json.loads(answer.stdout)["outputs"][0]
     assert output["name"] == CLS_OUTPUT and output["shape"] == [1, 2] and len(output["data"]) == 2
     index = json.loads(curl("-f", "-X", "POST", f"{base}/v2/repository/index").stdout)
-    assert index == [{"name": "ppocr-cls", "version": "1.0.0", "state": "READY", "reason": ""}]
+    assert index == [{"name": "ppocr-cls", "version": "1", "state": "READY", "reason": ""}]
 
 
 def test_raw_binary_request_and_gzip_body(

@@ -17,12 +17,13 @@ from typing import Any
 from mmaas.core.manifest import ModelInfo, TensorInfo
 from mmaas.server.grpc.protocol import grpc_service_pb2 as service_pb2
 from mmaas.server.grpc.protocol import model_config_pb2
-from mmaas.server.repository import ConfigFacts
+from mmaas.server.repository import ServedModel
 
 
-def to_metadata(info: ModelInfo, facts: ConfigFacts, versions: Sequence[str]) -> Any:
+def to_metadata(model: ServedModel) -> Any:
     """ModelMetadataResponse: full shapes with ``-1`` for dynamic dims, batch included;
     ``versions``: every version string the model answers to (Triton's number first)."""
+    info, facts = model.info, model.config
 
     def tensor(t: TensorInfo) -> Any:
         return service_pb2.ModelMetadataResponse.TensorMetadata(
@@ -31,17 +32,18 @@ def to_metadata(info: ModelInfo, facts: ConfigFacts, versions: Sequence[str]) ->
 
     return service_pb2.ModelMetadataResponse(
         name=info.name,
-        versions=list(versions),
+        versions=list(model.versions),
         platform=facts.platform,
         inputs=[tensor(t) for t in info.inputs],
         outputs=[tensor(t) for t in info.outputs],
     )
 
 
-def to_model_config(info: ModelInfo, facts: ConfigFacts, number: int) -> Any:
+def to_model_config(model: ServedModel) -> Any:
     """Triton ModelConfig of the served model (what ``get_model_config`` shows); its
-    version policy serves exactly version ``number``; ``model_transaction_policy.decoupled``
+    version policy serves exactly its version number; ``model_transaction_policy.decoupled``
     is set for a model that answers with many responses."""
+    info, facts = model.info, model.config
     skip = 1 if info.max_batch_size > 0 else 0
 
     def data_type(t: TensorInfo) -> Any:  # a model_config_pb2.DataType value
@@ -72,7 +74,7 @@ def to_model_config(info: ModelInfo, facts: ConfigFacts, number: int) -> Any:
             )
         ],
     )
-    config.version_policy.specific.versions.append(number)
+    config.version_policy.specific.versions.append(model.number)
     config.model_transaction_policy.decoupled = facts.decoupled
     if facts.batching:
         config.dynamic_batching.preferred_batch_size.extend(facts.preferred_batch_sizes)
@@ -80,13 +82,12 @@ def to_model_config(info: ModelInfo, facts: ConfigFacts, number: int) -> Any:
     return config
 
 
-def to_statistics(models: Sequence[tuple[ModelInfo, str, dict[str, Any]]]) -> Any:
-    """ModelStatisticsResponse of ``models``: each model's signature, the version it
-    reports (Triton's number: perf_analyzer keys statistics by it) and its
-    :meth:`ModelMetrics.snapshot`, in that order. Compute counts are requests, as the
-    durations summed per request (Triton's: the averages are per request)."""
+def to_statistics(models: Sequence[ServedModel]) -> Any:
+    """ModelStatisticsResponse of ``models``, in that order, each under the version it
+    reports (Triton's number: perf_analyzer keys statistics by it). Compute counts are
+    requests, as the durations are summed per request (Triton's: per-request averages)."""
     return service_pb2.ModelStatisticsResponse(
-        model_stats=[_model_statistics(info, v, snapshot) for info, v, snapshot in models]
+        model_stats=[_model_statistics(m.info, m.version, m.metrics.snapshot()) for m in models]
     )
 
 

@@ -88,14 +88,12 @@ class InferenceServicer:
         """Names, datatypes and shapes (-1 = dynamic, batch axis included), and every
         version string the model answers to."""
         model = self.path.lookup(request.name, request.version)
-        return config.to_metadata(model.info, model.config, model.versions)
+        return config.to_metadata(model)
 
     async def ModelConfig(self, request: Any) -> Any:
         """Triton's model configuration of the named model (see :mod:`.config`)."""
         model = self.path.lookup(request.name, request.version)
-        return service_pb2.ModelConfigResponse(
-            config=config.to_model_config(model.info, model.config, model.number)
-        )
+        return service_pb2.ModelConfigResponse(config=config.to_model_config(model))
 
     async def ModelStatistics(self, request: Any) -> Any:
         """Triton's cumulative inference statistics of the named model, or of every model
@@ -104,7 +102,7 @@ class InferenceServicer:
             models = [self.path.lookup(request.name, request.version)]
         else:
             models = list(self.repository)
-        return config.to_statistics([(m.info, m.version, m.metrics.snapshot()) for m in models])
+        return config.to_statistics(models)
 
     async def ModelInfer(self, request: SizedRequest, context: Any) -> Any:
         """Run one inference; outputs in ``raw_output_contents`` or shared memory.

@@ -87,18 +87,18 @@ class Endpoints:
 
     async def _metadata(self, request: Request) -> Response:
         model = self._lookup(request)
-        return json_response(to_json(config.to_metadata(model.info, model.config)))
+        return json_response(to_json(config.to_metadata(model)))
 
     async def _config(self, request: Request) -> Response:
         model = self._lookup(request)
-        return json_response(to_json(config.to_model_config(model.info, model.config)))
+        return json_response(to_json(config.to_model_config(model)))
 
     async def _statistics(self, request: Request) -> Response:
         if "model" in request.path_params:
             models = [self._lookup(request)]
         else:
             models = list(self.repository)
-        message = config.to_statistics([(m.info, m.metrics.snapshot()) for m in models])
+        message = config.to_statistics(models)
         for stats in message.model_stats:
             for name in CACHE_STATS:  # perf_analyzer reads them: always present
                 getattr(stats.inference_stats, name).SetInParent()
