@@ -86,6 +86,7 @@ def test_validate_json_ok(ppocr_models: dict[str, Path]) -> None:
         "min": [1, 3, 32, 32],
         "opt": [1, 3, 640, 640],
         "max": [4, 3, 1280, 1280],
+        "sample_values": None,
     }
 
 

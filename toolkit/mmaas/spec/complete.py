@@ -38,12 +38,17 @@ from mmaas.spec.yamlio import KeyPath, YamlDocument
 
 
 def complete_spec(
-    spec: ModelSpec, graph: GraphSignature, doc: YamlDocument
+    spec: ModelSpec,
+    graph: GraphSignature,
+    doc: YamlDocument,
+    invalid: frozenset[KeyPath] = frozenset(),
 ) -> tuple[ModelSpec, list[SpecProblem]]:
     """Check ``spec`` against ``graph``; return the completed spec and every problem found
     (located through ``doc``). The completed spec lists every graph input in graph order,
-    and the outputs the spec lists (all graph outputs when it lists none)."""
-    completer = _Completer(spec, doc)
+    and the outputs the spec lists (all graph outputs when it lists none). ``invalid``: key
+    paths whose values were refused by validation and dropped from ``spec``; nothing is
+    said at or under them (their problem is reported already)."""
+    completer = _Completer(spec, doc, invalid)
     completer.check_precision()
     completer.check_batching()
     inputs = completer.tensors("input", spec.inputs, graph.inputs)
@@ -55,13 +60,15 @@ def complete_spec(
 
 
 class _Completer:
-    def __init__(self, spec: ModelSpec, doc: YamlDocument) -> None:
+    def __init__(self, spec: ModelSpec, doc: YamlDocument, invalid: frozenset[KeyPath]) -> None:
         self.spec = spec
         self.doc = doc
+        self.invalid = invalid
         self.problems: list[SpecProblem] = []
 
     def report(self, path: KeyPath, message: str) -> None:
-        self.problems.append(self.doc.problem(path, message))
+        if not any(path[: len(key)] == key for key in self.invalid):
+            self.problems.append(self.doc.problem(path, message))
 
     def check_precision(self) -> None:
         backend, precision = self.spec.backend, self.spec.target_precision
@@ -155,7 +162,10 @@ class _Completer:
         if refused:
             self.report((*path, "name") if entry else path, f"{what}: {refused}")
         given = (entry.min, entry.opt, entry.max) if isinstance(entry, InputSpec) else None
-        profile = check_profile(what, shape, given, path, self.spec.max_batch_size, self.report)
+        unknown = frozenset(key for key in ("min", "opt", "max") if (*path, key) in self.invalid)
+        profile = check_profile(
+            what, shape, given, path, self.spec.max_batch_size, self.report, unknown
+        )
         if profile is None:
             return None
         low, opt, high = profile

@@ -34,13 +34,13 @@ _PATTERN_HELP = {
 
 def problem_from_error(error: ErrorDetails, doc: YamlDocument) -> SpecProblem:
     """One :class:`SpecProblem` for one pydantic error on ``doc.data``."""
-    path = _data_path(error["loc"], doc.data)
+    path = data_path(error["loc"], doc.data)
     message = _message(error, path, doc)
     owner = _tensor_name(path, doc.data)
     return doc.problem(path, f"{owner}: {message}" if owner else message)
 
 
-def _data_path(loc: tuple[int | str, ...], data: Any) -> KeyPath:
+def data_path(loc: tuple[int | str, ...], data: Any) -> KeyPath:
     """The prefix of ``loc`` that indexes into ``data``, plus a final missing key; union
     member tags pydantic adds are dropped."""
     path: list[str | int] = []

@@ -2,13 +2,17 @@
 ONNX source, cross-check against the ONNX graph and complete the spec.
 
 Every problem is collected and raised at once as one :class:`~mmaas.core.errors.SpecError`,
-each as ``file:line:col: key.path: what is wrong, what to do``. Validation errors in
-sections the ONNX cross-check does not read (``build``, ``runtime``, ``image``, ``name``...)
-do not hide the cross-check's problems. Nothing downstream re-reads the YAML.
+each as ``file:line:col: key.path: what is wrong, what to do``. Validation errors do not
+hide the cross-check's problems: an invalid value (a bad profile shape, a wrong type, an
+unknown key) is dropped and the rest validated and cross-checked again, and what the
+cross-check would say about the dropped value itself is left out (it is reported once);
+errors in sections the cross-check does not read (``build``, ``runtime``, ``image``,
+``name``...) give way to placeholders. Nothing downstream re-reads the YAML.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +23,7 @@ from pydantic_core import ErrorDetails
 
 from mmaas.core.errors import SourceError, SpecError, SpecProblem, UsageError
 from mmaas.spec.complete import complete_spec
-from mmaas.spec.errors import problem_from_error
+from mmaas.spec.errors import data_path, problem_from_error
 from mmaas.spec.model import ModelSpec
 from mmaas.spec.onnx_graph import read_signature
 from mmaas.spec.sources import resolve_source
@@ -99,11 +103,18 @@ def parse_spec(text: str, path: Path) -> LoadedSpec:
         )
     spec, errors = _validate(doc.data)
     problems = [problem_from_error(error, doc) for error in errors]
-    if errors and not any(error["loc"][:1] in _CROSS_CHECKED_LOCS for error in errors):
-        spec, _ = _validate(_cross_checked_part(doc.data))
+    data, invalid = doc.data, set[KeyPath]()
+    while spec is None:  # cross-check what is valid: drop each invalid value, validate again
+        data, removed = _without_invalid(data, errors)
+        if not removed:
+            break
+        invalid |= removed
+        spec, errors = _validate(data)
+    if spec is None and not any(error["loc"][:1] in _CROSS_CHECKED_LOCS for error in errors):
+        spec, _ = _validate(_cross_checked_part(data))
     loaded = None
     if spec is not None:
-        loaded = _cross_check(spec, path, doc, problems)
+        loaded = _cross_check(spec, path, doc, problems, frozenset(invalid))
     if problems or loaded is None:
         raise SpecError(sorted(problems, key=lambda p: (p.line or 0, p.column or 0)))
     return loaded
@@ -116,12 +127,40 @@ def _validate(data: dict[str, Any]) -> tuple[ModelSpec | None, list[ErrorDetails
         return None, exc.errors()
 
 
+def _without_invalid(
+    data: dict[str, Any], errors: list[ErrorDetails]
+) -> tuple[dict[str, Any], set[KeyPath]]:
+    """A copy of ``data`` without the keys holding the values ``errors`` refuse (a bad
+    profile shape, an unknown key, a wrong type), so the ONNX cross-check still runs on the
+    rest; and their key paths. A missing key or a bad list entry removes nothing."""
+    pruned, removed = copy.deepcopy(data), set[KeyPath]()
+    for error in errors:
+        key = data_path(error["loc"], data)
+        while key and isinstance(key[-1], int):  # a list entry: drop the key holding it
+            key = key[:-1]
+        parent = _node(pruned, key[:-1])
+        if len(key) >= 1 and isinstance(parent, dict) and key[-1] in parent:
+            del parent[key[-1]]
+            removed.add(key)
+    return pruned, removed
+
+
+def _node(data: Any, key: KeyPath) -> Any:
+    for part in key:
+        data = data[part]
+    return data
+
+
 def _cross_checked_part(data: dict[str, Any]) -> dict[str, Any]:
     return {**_PLACEHOLDERS, **{key: data[key] for key in _CROSS_CHECKED if key in data}}
 
 
 def _cross_check(
-    spec: ModelSpec, path: Path, doc: YamlDocument, problems: list[SpecProblem]
+    spec: ModelSpec,
+    path: Path,
+    doc: YamlDocument,
+    problems: list[SpecProblem],
+    invalid: frozenset[KeyPath] = frozenset(),
 ) -> LoadedSpec | None:
     model_dir = path.parent
     given = [key for key in ("path", "url") if getattr(spec.source, key) is not None]
@@ -132,6 +171,6 @@ def _cross_check(
     except SourceError as exc:
         problems.append(doc.problem(source_key, exc.message))
         return None
-    completed, found = complete_spec(spec, graph, doc)
+    completed, found = complete_spec(spec, graph, doc, invalid)
     problems.extend(found)
     return LoadedSpec(completed, path, model_dir, source_path, doc.positions)

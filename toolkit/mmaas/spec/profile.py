@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from mmaas.core.profile import POINTS, axis_fault, wrong_ranks
+from mmaas.core.profile import POINTS, wrong_ranks
 from mmaas.spec.yamlio import KeyPath
 
 SPATIAL_PROFILE = (32, 640, 1280)  # H, W of NCHW images
@@ -51,76 +51,92 @@ def check_profile(
     path: KeyPath,
     max_batch_size: int,
     report: Report,
+    unknown: frozenset[str] = frozenset(),
 ) -> Profile | None:
     """Check the ``given`` (min, opt, max) of input ``what`` (e.g. ``input 'x'``) at key
-    ``path`` against ``shape``; ``report(key_path, message)`` receives every problem.
+    ``path`` against ``shape``; ``report(key_path, message)`` receives every problem: each
+    point of the wrong rank, and on every axis of the points of the right rank each of an
+    order fault, a contradicted fixed size and a batch range fault (none hides another).
+    ``unknown``: points whose value was invalid (already reported): not missing, not checked.
 
     Returns the profile: ``given``, or ``(shape, shape, shape)`` for a static input with
     none; None when it is missing (a dynamic input without a profile) or incomplete.
     """
-    given = given or (None, None, None)
-    if all(value is None for value in given):
-        dynamic = [axis for axis, dim in enumerate(shape) if dim == -1]
-        if not dynamic:
-            return shape, shape, shape
+    points = zip(PROFILE_KEYS, given or (None, None, None), strict=True)
+    present: dict[str, Shape] = {key: tuple(value) for key, value in points if value is not None}
+    if not present:
+        return _without_profile(what, shape, path, max_batch_size, report, unknown)
+    missing = [key for key in PROFILE_KEYS if key not in present and key not in unknown]
+    if missing:
+        report(path, f"{what}: give min, opt and max together (missing: {', '.join(missing)})")
+    ranked = _right_rank(what, shape, present, path, report)
+    for axis, dim in enumerate(shape):
+        sizes = {key: dims[axis] for key, dims in ranked.items()}
+        for key, message in _axis_problems(axis, dim, shape, sizes, max_batch_size):
+            report((*path, key, axis), f"{what}: {message}")
+    if len(present) < len(PROFILE_KEYS):
+        return None
+    return present["min"], present["opt"], present["max"]
+
+
+def _without_profile(
+    what: str, shape: Shape, path: KeyPath, max_batch_size: int, report: Report, unknown: frozenset
+) -> Profile | None:
+    dynamic = [axis for axis, dim in enumerate(shape) if dim == -1]
+    if not dynamic:
+        return shape, shape, shape
+    if not unknown:
         low, opt, high = suggest_profile(shape, max_batch_size)
         report(
             path,
             f"{what} has dynamic axes {dynamic} and no optimization profile; add min/opt/max "
             f"for it under inputs, e.g. min: {list(low)}, opt: {list(opt)}, max: {list(high)}",
         )
-        return None
-    missing = [key for key, value in zip(PROFILE_KEYS, given, strict=True) if value is None]
-    if missing:
-        report(path, f"{what}: give min, opt and max together (missing: {', '.join(missing)})")
-        return None
-    low, opt, high = (tuple(value or ()) for value in given)
-    if _ranks_match(what, shape, (low, opt, high), path, report):
-        for axis in range(len(shape)):
-            sizes = (low[axis], opt[axis], high[axis])
-            _check_axis(what, axis, shape, sizes, path, max_batch_size, report)
-    return low, opt, high
+    return None
 
 
-def _ranks_match(what: str, shape: Shape, profile: Profile, path: KeyPath, report: Report) -> bool:
-    wrong = wrong_ranks(shape, profile)
-    for key, dims in zip(PROFILE_KEYS, profile, strict=True):
-        if key in wrong:
-            report(
-                (*path, key),
-                f"{what}: {key} {list(dims)} has {len(dims)} axes, the input has "
-                f"{len(shape)} {list(shape)}; give one size per axis",
+def _right_rank(
+    what: str, shape: Shape, present: dict[str, Shape], path: KeyPath, report: Report
+) -> dict[str, Shape]:
+    """The given points of ``shape``'s rank; a problem for each of another rank."""
+    wrong = wrong_ranks(shape, [present.get(key, shape) for key in PROFILE_KEYS])
+    for key in wrong:
+        dims = present[key]
+        report(
+            (*path, key),
+            f"{what}: {key} {list(dims)} has {len(dims)} axes, the input has "
+            f"{len(shape)} {list(shape)}; give one size per axis",
+        )
+    return {key: dims for key, dims in present.items() if key not in wrong}
+
+
+def _axis_problems(
+    axis: int, dim: int, shape: Shape, sizes: dict[str, int], max_batch_size: int
+) -> list[tuple[str, str]]:
+    """``(key, message)`` for each fault of one axis (``sizes``: the points given there)."""
+    got = ", ".join(f"{key} {sizes[key]}" for key in PROFILE_KEYS if key in sizes)
+    problems = []
+    values = [sizes[key] for key in PROFILE_KEYS if key in sizes]
+    if values != sorted(values):
+        key = "opt" if "opt" in sizes and sizes.get("min", 0) > sizes["opt"] else "max"
+        problems.append((key, f"axis {axis}: {got}; need min <= opt <= max"))
+    wrong = [key for key in PROFILE_KEYS if key in sizes and dim > 0 and sizes[key] != dim]
+    if wrong:
+        problems.append(
+            (
+                wrong[0],
+                f"axis {axis} is fixed at {dim} (shape {list(shape)}), so "
+                f"min, opt and max must all be {dim} there (got {got})",
             )
-    return not wrong
-
-
-def _check_axis(
-    what: str,
-    axis: int,
-    shape: Shape,
-    sizes: tuple[int, int, int],
-    path: KeyPath,
-    max_batch_size: int,
-    report: Report,
-) -> None:
-    low, opt, high = sizes
-    dim = shape[axis]
-    got = f"min {low}, opt {opt}, max {high}"
-    fault = axis_fault(axis, dim, sizes, max_batch_size)
-    if fault == "order":
-        key = "opt" if low > opt else "max"
-        report((*path, key, axis), f"{what}: axis {axis}: {got}; need min <= opt <= max")
-    elif fault == "fixed":
-        key = PROFILE_KEYS[next(i for i, size in enumerate(sizes) if size != dim)]
-        report(
-            (*path, key, axis),
-            f"{what}: axis {axis} is fixed at {dim} (shape {list(shape)}), so min, opt and max "
-            f"must all be {dim} there (got {got})",
         )
-    elif fault == "batch":
-        key = "min" if low != 1 else "max"
-        report(
-            (*path, key, 0),
-            f"{what}: axis 0 is the batch axis (max_batch_size {max_batch_size}): its profile "
-            f"must run from min 1 to max {max_batch_size} (got {got})",
-        )
+    if axis == 0 and max_batch_size > 0:
+        low, high = sizes.get("min", 1), sizes.get("max", max_batch_size)
+        if (low, high) != (1, max_batch_size):
+            problems.append(
+                (
+                    "min" if low != 1 else "max",
+                    f"axis 0 is the batch axis (max_batch_size {max_batch_size}): its profile "
+                    f"must run from min 1 to max {max_batch_size} (got {got})",
+                )
+            )
+    return problems
