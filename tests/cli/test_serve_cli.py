@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
+import pytest
 import tritonclient.grpc as triton
 import tritonclient.http as triton_http
 
 from docker_fixtures import wait_for_grpc_serving
+from mmaas.build.plan import runtime_env
+from mmaas.server.settings import from_env
+from mmaas.spec.load import load_spec
+from onnx_builder import FLOAT, make_onnx
 from server.conftest import free_port
 
 MMAAS = str(Path(sys.executable).parent / "mmaas")
@@ -63,3 +70,49 @@ def test_serve_compiles_and_takes_the_runtime_section(
         output, _ = server.communicate(timeout=60)
     assert server.returncode == 0, output[-2000:]
     assert "Traceback" not in output
+
+
+def _outside_address() -> str | None:
+    """An IPv4 address of this host other than loopback, or None."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("192.0.2.1", 9))  # TEST-NET-1: nothing is sent
+            address = probe.getsockname()[0]
+        except OSError:
+            return None
+    return None if address.startswith("127.") else address
+
+
+def test_serve_binds_loopback_unless_told_and_the_image_keeps_all_addresses(
+    tmp_path: Path,
+) -> None:
+    """Issue 13 item 12b: `mmaas serve` without --host or MMAAS_HOST listens on 127.0.0.1
+    only (a connection to another address of the host is refused); the image's server
+    default stays 0.0.0.0 (no MMAAS_HOST in the image's environment)."""
+    outside = _outside_address()
+    if outside is None:
+        pytest.skip("this host has no non-loopback IPv4 address")
+    make_onnx(tmp_path / "m" / "model.onnx", [("x", FLOAT, [1, 4])])
+    port = free_port()
+    (tmp_path / "m" / "model.yaml").write_text(
+        'name: loopback\nversion: "1"\nsource: {path: model.onnx}\n'
+        f"runtime: {{grpc_port: {port}, metrics_port: 0}}\n"
+    )
+    env = {key: value for key, value in os.environ.items() if key != "MMAAS_HOST"}
+    server = subprocess.Popen(
+        [MMAAS, "serve", str(tmp_path / "m")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    try:
+        wait_for_grpc_serving(port, timeout=120)
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection((outside, port), timeout=5).close()
+    finally:
+        server.send_signal(signal.SIGTERM)
+        output, _ = server.communicate(timeout=60)
+    assert server.returncode == 0, output[-2000:]
+    assert from_env({}).host == "0.0.0.0"
+    assert "MMAAS_HOST" not in runtime_env(load_spec(tmp_path / "m").spec)

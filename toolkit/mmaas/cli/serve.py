@@ -1,4 +1,8 @@
-"""``mmaas serve MODEL``: compile on this host and run the KServe v2 server, no Docker."""
+"""``mmaas serve MODEL``: compile on this host and run the KServe v2 server, no Docker.
+
+It binds 127.0.0.1 (:data:`LOCAL_HOST`) unless ``--host`` or ``MMAAS_HOST`` says
+otherwise: a model served from a laptop is not offered to its network by default. The
+image's server keeps 0.0.0.0 (a container's ports are published explicitly)."""
 
 from __future__ import annotations
 
@@ -9,6 +13,8 @@ import click
 
 from mmaas.build.local import compile_local
 from mmaas.build.plan import runtime_env
+
+LOCAL_HOST = "127.0.0.1"
 
 
 @click.command("serve")
@@ -22,7 +28,9 @@ from mmaas.build.plan import runtime_env
     type=int,
     help="Prometheus port, 0 = off (default: MMAAS_METRICS_PORT, else 8002).",
 )
-@click.option("--host", help="Address to bind (default: MMAAS_HOST, else 0.0.0.0).")
+@click.option(
+    "--host", help=f"Address to bind (default: MMAAS_HOST, else {LOCAL_HOST}; 0.0.0.0 = all)."
+)
 @click.option("--rebuild", is_flag=True, help="Recompile even if a matching engine exists.")
 def command(
     model: Path,
@@ -37,13 +45,16 @@ def command(
     The engine is compiled into MODEL/.mmaas/engine exactly as the image's builder stage
     does (reused while the spec and the ONNX file are unchanged). Server settings are
     those of the image: `runtime:` in model.yaml (as the image's MMAAS_* variables),
-    overridden by MMAAS_* variables in this environment, overridden by these options.
+    overridden by MMAAS_* variables in this environment, overridden by these options;
+    but it binds 127.0.0.1, not the image's 0.0.0.0, unless --host or MMAAS_HOST is set.
     """
     from mmaas.server.app import serve
     from mmaas.server.settings import from_env
 
     loaded, model_dir = compile_local(model, rebuild=rebuild)
     overrides = {"MMAAS_MODEL_DIR": str(model_dir)}
+    if host is None and not os.environ.get("MMAAS_HOST"):
+        host = LOCAL_HOST
     for name, value in (
         ("MMAAS_HTTP_PORT", http_port),
         ("MMAAS_GRPC_PORT", grpc_port),
