@@ -8,11 +8,15 @@ import pytest
 import yaml
 from onnx import TensorProto
 
+from mmaas.backends import CompileRequest
+from mmaas.build.requests import model_info
 from mmaas.core.errors import SpecError, UsageError
 from mmaas.spec.load import load_spec, parse_spec
+from mmaas.spec.profile import suggest_profile
 from mmaas.spec.scaffold import init_model_folder, scaffold_spec, yaml_scalar
 from mmaas.spec.yamlio import load_yaml
-from onnx_builder import FLOAT, make_onnx
+from mmaas.stage.build import build_model_dir
+from onnx_builder import FLOAT, ORT_SETTINGS, make_onnx, reflect_pad_model
 
 ODD_NAMES = [
     "onnx::Conv_1",
@@ -156,3 +160,19 @@ def test_init_needs_a_valid_name(tmp_path: Path) -> None:
     onnx_path = make_onnx(tmp_path / "m.onnx", [("x", FLOAT, [1, 3])])
     with pytest.raises(UsageError, match=r"'My Model' is not a valid model name .* pass --name"):
         init_model_folder(tmp_path / "My Model", onnx_path)
+
+
+def test_init_never_suggests_a_length_a_reflect_pad_forbids(tmp_path: Path) -> None:
+    """Issue 13 item 3: x [N, 2, L] goes through Relu into a reflect Pad of 3 on L, which
+    ONNX Runtime runs only at L >= 4; the generic guess (min 1) would fail the first
+    build's profile check: init suggests min 4, says why, and the profile builds."""
+    source = reflect_pad_model(tmp_path / "pad.onnx", pad=3)
+    assert suggest_profile((-1, 2, -1), 4)[0] == (1, 2, 1)  # what it guessed before
+    loaded = init_model_folder(tmp_path / "m", source)
+    text = (tmp_path / "m" / "model.yaml").read_text()
+    assert "# axis 2: at least 4 (a reflect Pad in the graph needs it)" in text
+    x = loaded.spec.inputs[0]
+    assert (x.min, x.opt, x.max) == ((1, 2, 4), (1, 2, 128), (4, 2, 512))
+    out = tmp_path / "engine"
+    request = CompileRequest(model_info(loaded.spec), source, out, ORT_SETTINGS)
+    build_model_dir(request, "sha256:" + "0" * 64, out)  # runs at min, opt and max

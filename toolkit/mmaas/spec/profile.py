@@ -10,7 +10,7 @@ Profiles match an input by its name and axis index, never by the ONNX dim symbol
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from mmaas.core.profile import POINTS, wrong_ranks
 from mmaas.spec.yamlio import KeyPath
@@ -24,12 +24,16 @@ Profile = tuple[Shape, Shape, Shape]
 Report = Callable[[KeyPath, str], None]
 
 
-def suggest_profile(shape: Sequence[int], max_batch_size: int) -> Profile:
+def suggest_profile(
+    shape: Sequence[int], max_batch_size: int, minimums: Mapping[int, int] | None = None
+) -> Profile:
     """A starting (min, opt, max) for ``shape`` (``-1`` = dynamic): fixed axes keep their
     size; a dynamic axis 0 is the batch (1, 1, max_batch_size) when max_batch_size > 0, and
     (1, 1, 1) for a rank >= 2 tensor otherwise; the last two axes of a rank-4 tensor are
     image sides :data:`SPATIAL_PROFILE`; any other dynamic axis gets
-    :data:`GENERIC_PROFILE`. Guesses: the user tunes them."""
+    :data:`GENERIC_PROFILE`. ``minimums`` (axis -> smallest size the graph runs at,
+    :mod:`mmaas.spec.graph_limits`) raise a dynamic axis's guess so that min, opt and max
+    are at least that. Guesses: the user tunes them."""
     triples = []
     for axis, dim in enumerate(shape):
         if dim > 0:
@@ -40,6 +44,10 @@ def suggest_profile(shape: Sequence[int], max_batch_size: int) -> Profile:
             triples.append(SPATIAL_PROFILE)
         else:
             triples.append(GENERIC_PROFILE)
+    for axis, least in (minimums or {}).items():
+        if axis < len(shape) and shape[axis] <= 0 and not (axis == 0 and max_batch_size > 0):
+            small, middle, large = triples[axis]
+            triples[axis] = (max(small, least), max(middle, least), max(large, least))
     low, opt, high = zip(*triples, strict=True) if triples else ((), (), ())
     return tuple(low), tuple(opt), tuple(high)
 

@@ -4,7 +4,9 @@ The text carries the graph's real input and output names (quoted when YAML would
 as anything but that exact text), KServe v2 datatypes and shapes (``-1`` = dynamic), the
 source path with its sha256 pin, and an optimization profile for every input with a
 dynamic axis: the batch axis runs 1..``max_batch_size``, other dynamic axes get guesses
-(:func:`mmaas.spec.profile.suggest_profile`) that a comment asks the user to adjust.
+(:func:`mmaas.spec.profile.suggest_profile`) that a comment asks the user to adjust, never
+below what the graph itself forbids where that can be told (a reflect Pad of p needs the
+axis at least p + 1: :mod:`mmaas.spec.graph_limits`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import yaml
 from mmaas.core.errors import SpecError, UsageError
 from mmaas.core.files import atomic_write_text
 from mmaas.core.hashing import file_digests
+from mmaas.spec.graph_limits import axis_minimums
 from mmaas.spec.load import SPEC_FILE, LoadedSpec, parse_spec
 from mmaas.spec.model import NAME_PATTERN
 from mmaas.spec.onnx_graph import GraphSignature, GraphTensor, read_signature
@@ -83,7 +86,13 @@ def scaffold_spec(
     )
     lines = [header]
     lines.append("inputs:\n" if graph.inputs else "inputs: []\n")
-    lines.extend(_input(tensor, batch) for tensor in graph.inputs)
+    limits = axis_minimums(onnx_path)
+    lines.extend(
+        _input(
+            tensor, batch, {axis: n for (name, axis), n in limits.items() if name == tensor.name}
+        )
+        for tensor in graph.inputs
+    )
     lines.append("outputs:\n")
     lines.extend(_tensor(tensor) for tensor in graph.outputs)
     lines.append(_FOOTER)
@@ -122,13 +131,13 @@ def _tensor(tensor: GraphTensor) -> str:
     )
 
 
-def _input(tensor: GraphTensor, max_batch_size: int) -> str:
+def _input(tensor: GraphTensor, max_batch_size: int, minimums: dict[int, int]) -> str:
     if tensor.shape is None or not tensor.dynamic_axes:
         return _tensor(tensor)
     declared = ", ".join(
         name or str(dim) for name, dim in zip(tensor.dim_names, tensor.shape, strict=True)
     )
-    low, opt, high = suggest_profile(tensor.shape, max_batch_size)
+    low, opt, high = suggest_profile(tensor.shape, max_batch_size, minimums)
     guessed = [axis for axis in tensor.dynamic_axes if axis != 0 or max_batch_size == 0]
     notes = [
         f"  # declared [{declared}]\n",
@@ -138,6 +147,11 @@ def _input(tensor: GraphTensor, max_batch_size: int) -> str:
         notes.append("  # axis 0 is the batch: 1 .. max_batch_size\n")
     if guessed:
         notes.append(f"  # axes {guessed}: guessed sizes, adjust them to the inputs you serve\n")
+    for axis, least in sorted(minimums.items()):
+        if axis in tensor.dynamic_axes:
+            notes.append(
+                f"  # axis {axis}: at least {least} (a reflect Pad in the graph needs it)\n"
+            )
     return (
         "".join(notes)
         + _tensor(tensor)
