@@ -6,6 +6,7 @@ mmaas's one message and nothing from ONNX Runtime's logger on stderr."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from dataclasses import asdict, replace
@@ -69,3 +70,36 @@ def test_served_engine_failure_has_no_onnxruntime_console_lines(tmp_path: Path) 
     )
     assert done.stdout.startswith("refused:"), done
     no_ort_lines(done.stderr)
+
+
+FAKE_ORT = """import os
+os.write(2, b"\\x1b[0;93m2026-12-01 [W:onnxruntime:Default, telemetry_1ds.cc:613 operator()] "
+         b"Failed to persist telemetry device ID; using an in-memory identifier\\x1b[m\\n")
+"""
+IMPORT = """
+import logging, sys
+logging.basicConfig(level=logging.DEBUG if sys.argv[1] == "debug" else logging.INFO)
+from mmaas.core.ort_io import import_onnxruntime
+import_onnxruntime()
+print("imported")
+"""
+
+
+def test_fake_onnxruntime_import_time_lines_go_to_the_debug_log(tmp_path: Path) -> None:
+    """What onnxruntime prints while it is imported (the image's user 10001 has no
+    writable home: "Failed to persist telemetry device ID", ANSI-coloured; the module is
+    FAKED here, the real one is checked in tests/build/test_bf16_image_e2e.py) never
+    reaches the console; with DEBUG logging it is one plain line on the mmaas logger."""
+    (tmp_path / "onnxruntime").mkdir()
+    (tmp_path / "onnxruntime" / "__init__.py").write_text(FAKE_ORT)
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    for level in ("info", "debug"):
+        done = subprocess.run(
+            [sys.executable, "-c", IMPORT, level], capture_output=True, text=True, env=env
+        )
+        assert done.stdout == "imported\n", done
+        assert "\x1b[" not in done.stderr
+        if level == "info":
+            assert "telemetry" not in done.stderr, done.stderr
+    assert "DEBUG:mmaas.onnxruntime:2026-12-01 [W:onnxruntime:Default" in done.stderr
+    assert "Failed to persist telemetry device ID" in done.stderr

@@ -13,13 +13,23 @@ by the accuracy gate's reference session; onnxruntime is imported only when need
 ONNX Runtime's own console lines (ANSI-coloured ``[W:onnxruntime:...]`` / ``[E:...]``
 from its default logger and each session's) would land in the container log beside the
 server's: :func:`session_options` turns them off (severity FATAL); its failures still
-reach the caller as exceptions, which mmaas reports once, in its own words.
+reach the caller as exceptions, which mmaas reports once, in its own words. Some come
+before any setting can apply: importing onnxruntime as a user without a writable home
+(the image's user 10001) prints "Failed to persist telemetry device ID". So
+:func:`import_onnxruntime` imports it with file descriptor 2 pointed at a temp file and
+logs what it printed, ANSI codes removed, at DEBUG on the ``mmaas.onnxruntime`` logger.
 """
 
 from __future__ import annotations
 
 import ctypes
+import importlib
+import logging
 import math
+import os
+import re
+import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -30,6 +40,29 @@ from mmaas.core.datatypes import BFLOAT16
 ONNX_BFLOAT16 = 16  # onnx.TensorProto.BFLOAT16
 ORT_FATAL = 4  # ONNX Runtime's log severities: 0 verbose, 1 info, 2 warning, 3 error, 4 fatal
 ORT_BFLOAT16 = "tensor(bfloat16)"
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+log = logging.getLogger("mmaas.onnxruntime")
+
+
+def import_onnxruntime() -> Any:
+    """The ``onnxruntime`` module, imported (once) with what it prints on stderr at import
+    time logged at DEBUG instead (see the module docstring)."""
+    if "onnxruntime" in sys.modules:
+        return sys.modules["onnxruntime"]
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            module = importlib.import_module("onnxruntime")
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        captured.seek(0)
+        printed = captured.read().decode(errors="replace")
+    for line in filter(None, (ANSI.sub("", raw).strip() for raw in printed.splitlines())):
+        log.debug("%s", line)
+    return module
 
 
 def session_options(ort: Any) -> Any:
@@ -59,8 +92,7 @@ def run_session(
     """
     if not bfloat16:
         return list(session.run(list(names), dict(feeds)))
-    import onnxruntime as ort
-
+    ort = import_onnxruntime()
     values = {name: _ort_value(ort, array) for name, array in feeds.items()}
     return [_numpy(value) for value in session.run_with_ort_values(list(names), values)]
 

@@ -22,7 +22,7 @@ import numpy as np
 from mmaas.backends import Engine
 from mmaas.core.errors import BuildError
 from mmaas.core.manifest import ModelInfo
-from mmaas.core.ort_io import has_bfloat16, run_session, session_options
+from mmaas.core.ort_io import has_bfloat16, import_onnxruntime, run_session, session_options
 from mmaas.core.request import AccuracyCheck
 from mmaas.core.samples import sample_inputs
 
@@ -141,7 +141,7 @@ def compare(
 
 
 def _reference_session(source: Path) -> tuple[Any, str]:
-    import onnxruntime as ort
+    ort = import_onnxruntime()
 
     options = session_options(ort)
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL

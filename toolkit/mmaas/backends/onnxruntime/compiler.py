@@ -14,16 +14,19 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
-
-import onnxruntime as ort
+from typing import TYPE_CHECKING, Any
 
 from mmaas.backends import CompileRequest, CompileResult, LatencyProbe
 from mmaas.backends.onnxruntime.runtime import ENGINE_FILE, PROVIDERS, OnnxRuntimeRuntime
 from mmaas.backends.onnxruntime.settings import OnnxRuntimeSettings
 from mmaas.core.errors import BuildError
 from mmaas.core.manifest import Manifest
-from mmaas.core.ort_io import session_options
+from mmaas.core.ort_io import import_onnxruntime, session_options
+
+if TYPE_CHECKING:
+    import onnxruntime as ort
+else:  # what onnxruntime prints at import goes to the debug log, not the console
+    ort = import_onnxruntime()
 
 ENGINE_DATA_FILE = "model.ort.onnx.data"
 EXTERNAL_MIN_BYTES = 1024  # ONNX Runtime's default: smaller initializers stay in the graph

@@ -13,14 +13,18 @@ import os
 import platform
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import onnxruntime as ort
 
 from mmaas.core.errors import CompatibilityError, InputError
 from mmaas.core.manifest import Manifest
-from mmaas.core.ort_io import has_bfloat16, run_session, session_options
+from mmaas.core.ort_io import has_bfloat16, import_onnxruntime, run_session, session_options
+
+if TYPE_CHECKING:
+    import onnxruntime as ort
+else:  # what onnxruntime prints at import goes to the debug log, not the console
+    ort = import_onnxruntime()
 
 ENGINE_FILE = "model.ort.onnx"
 # x86 vector extensions that ONNX Runtime's CPU kernels and NCHWc layout depend on.

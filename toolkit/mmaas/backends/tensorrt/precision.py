@@ -20,7 +20,7 @@ import numpy as np
 
 from mmaas.core.errors import BuildError
 from mmaas.core.manifest import ModelInfo
-from mmaas.core.ort_io import has_bfloat16, run_session, session_options
+from mmaas.core.ort_io import has_bfloat16, import_onnxruntime, run_session, session_options
 from mmaas.core.samples import sample_inputs
 
 QDQ_OPS = {"QuantizeLinear", "DequantizeLinear"}
@@ -65,7 +65,7 @@ def convert_fp16(
 def _max_diff(
     source: Path, target: Path, model: ModelInfo, point: str, atol: float, rtol: float
 ) -> float:
-    import onnxruntime as ort
+    ort = import_onnxruntime()
 
     feeds = sample_inputs(model, point)  # type: ignore[arg-type]
     names = [tensor.name for tensor in model.outputs]
