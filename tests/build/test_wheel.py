@@ -87,3 +87,43 @@ def test_installed_mmaas_renders_outside_a_checkout(tmp_path: Path) -> None:
     assert done.stderr.splitlines()[0].startswith(str(site))  # the installed copy ran
     assert "# Rendered by mmaas from templates/Dockerfile.onnxruntime.j2" in done.stdout
     assert "FROM mmaas/base:bookworm AS framework" in done.stdout
+
+
+# What each image runs from its wheel: the templates' entry points and the back end's part.
+ENTRY_POINTS = {
+    "runtime_packages": ("mmaas.server.app", "mmaas.core.model_dir"),
+    "builder_packages": ("mmaas.stage.__main__", "mmaas.core.model_dir"),
+}
+IMPORT_ENTRY_POINTS = """
+import importlib, os, sys
+from mmaas import backends
+for name in sys.argv[3:]:
+    importlib.import_module(name)
+part = backends.get_runtime if sys.argv[2] == "runtime_packages" else backends.get_compiler
+part(sys.argv[1])
+site = os.environ["PYTHONPATH"]
+mmaas = [m for name, m in sys.modules.items() if name.startswith("mmaas")]
+print("\\n".join(m.__file__ for m in mmaas if not (m.__file__ or site).startswith(site)))
+"""
+
+
+@pytest.mark.parametrize("part", ["runtime_packages", "builder_packages"])
+@pytest.mark.parametrize("backend", ["onnxruntime", "tensorrt"])
+def test_an_image_wheel_runs_its_entry_points_from_that_wheel_alone(
+    tmp_path: Path, backend: str, part: str
+) -> None:
+    """A module the image's code imports but the wheel lacks (say a new sibling module of
+    mmaas/backends/__init__.py) fails in the image, not here: import the entry points and
+    the back end's part from the unpacked wheel alone."""
+    wheel = pack_wheel(getattr(get_target(backend), part), tmp_path / "wheel")
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    done = subprocess.run(
+        [sys.executable, "-c", IMPORT_ENTRY_POINTS, backend, part, *ENTRY_POINTS[part]],
+        env={**os.environ, "PYTHONPATH": str(site)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == ""  # every mmaas module came from the wheel

@@ -44,11 +44,20 @@ def mmaas(*args: str, env: dict[str, str] | None = None):
 
 
 def steps(stderr: str) -> list[list[str]]:
+    """The printed commands: the shell line after each ``# N/M what`` comment."""
+    lines = stderr.splitlines()
     return [
-        shlex.split(line.split(": ", 1)[1])
-        for line in stderr.splitlines()
-        if line.startswith("# run ")
+        shlex.split(lines[index + 1])
+        for index, line in enumerate(lines)
+        if re.match(r"# \d+/\d+ ", line)
     ]
+
+
+def trtexec_line(stderr: str) -> list[str]:
+    """The compile's own command render prints (a comment: it runs in the container)."""
+    lines = stderr.splitlines()
+    index = lines.index("# the compile command the builder stage runs, in its engine directory:")
+    return shlex.split(lines[index + 1].removeprefix("#   "))
 
 
 def test_render_prints_the_exact_gpu_command_sequence(ppocr_models, tmp_path: Path) -> None:
@@ -58,6 +67,9 @@ def test_render_prints_the_exact_gpu_command_sequence(ppocr_models, tmp_path: Pa
     env = {"MMAAS_TIMING_CACHE_DIR": str(cache_dir), "MMAAS_DOCKER": DOCKER}
     done = mmaas("render", str(model), "--buildkit", "--context", str(ctx), env=env)
     assert done.returncode == 0, done.stderr
+    assert f"# 3/5 the compile on a GPU: trtexec, profile check, gates, hashes\n{DOCKER} run" in (
+        done.stderr
+    )
     assert steps(done.stderr) == [
         ["DOCKER_BUILDKIT=1", DOCKER, "build", "--file", f"{ctx}/compile/Dockerfile",
          "--tag", "mmaas/ppocr-det:1.0.0-builder", "--progress", "plain",
@@ -122,26 +134,86 @@ def test_render_stages_contexts_the_commands_run_in(ppocr_models, tmp_path: Path
     assert "DOCKER_BUILDKIT=0" in steps(done.stderr)[0]
 
 
-def test_render_of_onnxruntime_prints_its_builds(ppocr_models) -> None:
-    done = mmaas("render", str(ROOT / "models" / "ppocr-det"), "--buildkit")
+def test_render_of_onnxruntime_prints_its_builds_with_real_paths(ppocr_models) -> None:
+    """Issue 13 item 5: no CONTEXT placeholder: without --context the contexts are staged
+    in MODEL/.mmaas/render and every command names them."""
+    model = ROOT / "models" / "ppocr-det"
+    ctx = model / ".mmaas" / "render"
+    done = mmaas("render", str(model), "--buildkit")
     assert done.returncode == 0, done.stderr
+    assert "CONTEXT" not in done.stdout + done.stderr
     assert done.stdout.startswith(
-        "# ==> CONTEXT/compile/Dockerfile (compile build) <==\n"
+        f"# ==> {ctx}/compile/Dockerfile (compile build) <==\n"
         "# Rendered by mmaas from templates/Dockerfile.onnxruntime.j2"
     )
-    package = done.stdout.split("# ==> CONTEXT/package/Dockerfile (package build) <==\n")[1]
-    assert package.startswith("# Rendered by mmaas from templates/Dockerfile.onnxruntime.j2")
+    package = done.stdout.split(f"# ==> {ctx}/package/Dockerfile (package build) <==\n")[1]
+    assert package == (ctx / "package" / "Dockerfile").read_text()
     for marker in ("FROM framework AS runtime", "LABEL", "USER 10001", "ENTRYPOINT"):
         assert marker in package
-    lines = [line for line in done.stderr.splitlines() if line.startswith("# ")]
-    assert lines[0] == (
-        f"# build: DOCKER_BUILDKIT=1 {shlex.join([DOCKER])} build --file CONTEXT/compile/"
-        "Dockerfile --tag mmaas/ppocr-det:engine --progress plain CONTEXT/compile"
+    holder = "mmaas-ppocr-det-engine"
+    assert steps(done.stderr) == [
+        ["DOCKER_BUILDKIT=1", DOCKER, "build", "--file", f"{ctx}/compile/Dockerfile",
+         "--tag", "mmaas/ppocr-det:engine", "--progress", "plain", f"{ctx}/compile"],
+        [DOCKER, "create", "--name", holder, "mmaas/ppocr-det:engine"],
+        [DOCKER, "cp", f"{holder}:/opt/mmaas/engine", f"{ctx}/package/engine"],
+        [DOCKER, "rm", holder],
+        ["DOCKER_BUILDKIT=1", DOCKER, "build", "--file", f"{ctx}/package/Dockerfile",
+         "--tag", "mmaas/ppocr-det:1.0.0", "--progress", "plain", f"{ctx}/package"],
+    ]  # fmt: skip
+    assert (ctx / "compile" / "model" / ppocr_models["ppocr-det"].name).is_file()
+    assert "compile command" not in done.stderr  # ONNX Runtime compiles through its API
+    again = mmaas("render", str(model), "--buildkit")  # the folder is mmaas's: remade
+    assert again.returncode == 0 and again.stderr == done.stderr
+
+
+def test_contract_render_prints_the_trtexec_argv_the_compile_runs(
+    ppocr_models, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The trtexec line render prints is the argv the compiler builds from the compile
+    context render staged (its engine request and ONNX file): compared whole, but for
+    where the ONNX file sits (the template copies model/ to /opt/mmaas/build/model)."""
+    from mmaas.backends.tensorrt.trtexec.command import compile_argv
+    from mmaas.backends.tensorrt.trtexec.network import network_inputs
+    from mmaas.stage.build import read_request
+
+    model = tensorrt_model(tmp_path / "det", ppocr_models["ppocr-det"])
+    ctx = tmp_path / "ctx"
+    done = mmaas("render", str(model), "--buildkit", "--context", str(ctx))
+    assert done.returncode == 0, done.stderr
+    printed = trtexec_line(done.stderr)
+    request = read_request(ctx / "compile" / "engine-request.json").compile
+    staged = compile_argv(
+        request.model,
+        request.settings,
+        request.settings.version,
+        network_inputs(request.source),
+        onnx=str(request.source),
+        typed_graph=False,
     )
-    assert lines[1] == (
-        f"# package build: DOCKER_BUILDKIT=1 {shlex.join([DOCKER])} build --file CONTEXT/"
-        "package/Dockerfile --tag mmaas/ppocr-det:1.0.0 --progress plain CONTEXT/package"
+    onnx = f"--onnx=/opt/mmaas/build/model/{ppocr_models['ppocr-det'].name}"
+    assert printed == [staged[0], onnx, *staged[2:]]
+    assert printed[:6] == [
+        "/usr/src/tensorrt/bin/trtexec", onnx, "--saveEngine=model.plan",
+        "--minShapes=x:1x3x32x32", "--optShapes=x:1x3x640x640", "--maxShapes=x:4x3x1280x1280",
+    ]  # fmt: skip
+    template = (ctx / "compile" / "Dockerfile").read_text()
+    assert "COPY model/ /opt/mmaas/build/model/" in template
+
+
+def test_render_refuses_what_the_pinned_tensorrt_release_refuses(
+    ppocr_models, tmp_path: Path
+) -> None:
+    model = tensorrt_model(tmp_path / "det", ppocr_models["ppocr-det"])
+    spec = model / "model.yaml"
+    spec.write_text(
+        spec.read_text() + 'build: {tensorrt: {version: "8.5", builder_optimization_level: 5}}\n'
     )
+    done = mmaas("render", str(model), "--buildkit", "--context", str(tmp_path / "ctx"))
+    assert done.returncode == 2
+    assert "build.tensorrt.builder_optimization_level: trtexec of TensorRT 8.4.x-era" in (
+        done.stderr
+    )
+    assert not (tmp_path / "ctx").exists()
 
 
 @pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this host has a GPU")
@@ -155,3 +227,38 @@ def test_build_without_gpu_fails_before_any_docker_work(ppocr_models, tmp_path: 
     for route in ("docker run --gpus all", '"default-runtime": "nvidia"', "CDI devices"):
         assert route in done.stderr
     assert "Docker engine" not in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_rendered_onnxruntime_commands_run_as_pasted(
+    ppocr_models, tmp_path: Path, docker_cli: list[str], base_image: str
+) -> None:
+    """Issue 13 item 5: every command render prints, pasted into a shell line by line,
+    builds the image, whose model directory `mmaas verify` accepts (the engine labels are
+    `mmaas build`'s own last step, which render says it cannot print)."""
+    folder = tmp_path / "det"
+    folder.mkdir()
+    onnx = ppocr_models["ppocr-det"]
+    repository = f"mmaas-test/render-{os.urandom(4).hex()}"
+    text = (ROOT / "models" / "ppocr-det" / "model.yaml").read_text()
+    text = text.replace(f"path: {onnx.name}", f"path: {onnx}")
+    (folder / "model.yaml").write_text(text + f"image: {{repository: {repository}}}\n")
+    done = mmaas("render", str(folder))
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    commands = [lines[i + 1] for i, line in enumerate(lines) if re.match(r"# \d+/\d+ ", line)]
+    assert len(commands) == 5
+    try:
+        for line in commands:
+            ran = proc.run(["bash", "-c", line], check=False)
+            assert ran.returncode == 0, f"{line}\n{ran.stdout[-2000:]}{ran.stderr[-2000:]}"
+        holder = proc.run([*docker_cli, "create", f"{repository}:1.0.0"]).stdout.strip()
+        proc.run([*docker_cli, "cp", f"{holder}:/opt/mmaas/model", str(tmp_path / "model")])
+        proc.run([*docker_cli, "rm", holder])
+        verified = mmaas("verify", str(tmp_path / "model"))
+        assert verified.returncode == 0, verified.stderr
+        assert f"copies /opt/mmaas/model out of {repository}:1.0.0, verifies it" in done.stderr
+    finally:
+        for tag in ("engine", "1.0.0"):
+            proc.run([*docker_cli, "image", "rm", "--force", f"{repository}:{tag}"], check=False)

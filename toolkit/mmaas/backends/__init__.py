@@ -6,14 +6,14 @@ Each back end is one package (``backends/<name>/``) with three parts:
   it is tied to, refuse one this host cannot run;
 * **compiler** (:class:`Compiler`, in the builder stage): ONNX -> engine, its data files,
   its own latency timer if it has one;
-* **build target** (:class:`BuildTarget`, on the host): what ``mmaas build`` needs to make
-  its image (recipe, values, builder image, compile route, settings, labels, checks).
+* **build target** (:class:`~mmaas.backends.targets.BuildTarget`, on the host): what
+  ``mmaas build`` needs to make its image (recipe, values, builder image, compile route,
+  settings, labels, checks); that protocol and the data it passes are in
+  :mod:`mmaas.backends.targets`, which images never carry.
 
 :data:`BACKENDS` names them as ``"module:attribute"``, imported only when asked for: the
 server imports only the runtime part it serves, the builder stage only the compiler.
-Adding a back end is its own package plus one entry here. The data the build-target
-protocol passes (recipe, compile build, doctor's host checks) is in
-:mod:`mmaas.backends.targets`.
+Adding a back end is its own package plus one entry here.
 """
 
 from __future__ import annotations
@@ -26,13 +26,11 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 
-from mmaas.backends.targets import CompileBuild, DockerHost, ImageRecipe, Readiness
 from mmaas.core.errors import UsageError
 from mmaas.core.manifest import Manifest, ModelInfo
 
-if TYPE_CHECKING:  # host-side types of the build-target protocol (never imported at run time)
-    from mmaas.build.plan import ContextFile
-    from mmaas.spec.model import ModelSpec
+if TYPE_CHECKING:  # the host-side protocol (never imported at run time: not in image wheels)
+    from mmaas.backends.targets import BuildTarget
 
 # The back ends ``backend:`` accepts (the spec's Literal; tests/test_backend_registry.py
 # checks that the registry lists the same names).
@@ -171,84 +169,31 @@ class Compiler(Protocol):
         ...
 
 
-class BuildTarget(Protocol):
-    """The host side of a back end: how ``mmaas build`` makes its image.
+@dataclass(frozen=True)
+class ImageRecipe:
+    """A model's Dockerfile template (``templates/``) and the mmaas extras its runtime and
+    builder stages install; per spec, so a back end may choose by device or provider."""
 
+    template: str
+    runtime_extras: tuple[str, ...]
+    builder_extras: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CompileBuild:
+    """The compile build of one model as the host pipeline hands it to a build target.
     Attributes:
-        name: the registry name.
-        precisions: the ``target_precision`` values it builds.
-        runs_on_gpu: its images are built and served on a GPU (CI runner choice).
-        runtime_packages, builder_packages: the mmaas subpackages each image's wheel holds.
+        build: ``build(stage)`` runs ``docker build`` of the compile context tagged ``tag``
+            (``stage`` None: the whole Dockerfile) and returns the image id.
+        tag: the compile image's tag.
+        docker: the Docker client's argv prefix.
+        work: a scratch directory the target may write into.
     """
 
-    name: str
-    precisions: tuple[str, ...]
-    runs_on_gpu: bool
-    runtime_packages: tuple[str, ...]
-    builder_packages: tuple[str, ...]
-
-    def recipe(self, spec: ModelSpec) -> ImageRecipe:
-        """The template and the per-stage extras of ``spec``'s image."""
-        ...
-
-    def check_input(self, name: str) -> str | None:
-        """Why this back end cannot take an input called ``name`` (e.g. a name trtexec
-        cannot quote), or None; spec validation reports it at the input's key."""
-        ...
-
-    def engine_settings(self, spec: ModelSpec) -> Any:
-        """The typed engine settings of ``spec`` (a frozen dataclass the compiler reads
-        back): only what changes the engine."""
-        ...
-
-    def builder_image(self, spec: ModelSpec) -> str:
-        """The image the builder stage starts from."""
-        ...
-
-    def pin(self, spec: ModelSpec) -> dict[str, str]:
-        """``{"name", "version"}`` of the back end the builder stage runs."""
-        ...
-
-    def hardware_class(self, spec: ModelSpec) -> dict[str, Any]:
-        """The class of machine an engine built here is tied to (for the engine-cache key)."""
-        ...
-
-    def template_values(self, spec: ModelSpec) -> dict[str, Any]:
-        """Template values beyond the common ones. Raises SpecError for settings the
-        target cannot build."""
-        ...
-
-    def engine_files(self, spec: ModelSpec, folder: Path) -> tuple[ContextFile, ...]:
-        """Files of the model folder the compile reads beyond the ONNX file and samples."""
-        ...
-
-    def preflight(self, spec: ModelSpec, image: str) -> str | None:
-        """Checks before any Docker work (a GPU); an extra image tag or None. BuildError."""
-        ...
-
-    def compile_engine(self, build: CompileBuild) -> Path:
-        """Run the compile route and return the engine directory it wrote (unverified)."""
-        ...
-
-    def labels(self, manifest: Manifest) -> dict[str, str]:
-        """Image labels from the built engine's manifest beyond the common ones."""
-        ...
-
-    def readiness(self, host: DockerHost) -> Readiness:
-        """Its own checks of this host and whether its images build here (``doctor``)."""
-        ...
-
-    def build_commands(
-        self,
-        spec: ModelSpec,
-        docker: list[str],
-        build_args: Callable[[Path, str, str | None], list[str]],
-        contexts: tuple[Path, Path],
-        image: str,
-        env: str,
-    ) -> list[str]:
-        """What ``mmaas build`` runs, one line each (``env`` prefixes a ``docker build``)."""
-        ...
+    build: Callable[[str | None], str]
+    tag: str
+    docker: list[str]
+    work: Path
 
 
 def get_runtime(name: str) -> Runtime:

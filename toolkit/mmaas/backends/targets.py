@@ -1,15 +1,25 @@
-"""The data the build-target protocol (:class:`mmaas.backends.BuildTarget`) passes: a
-model's image recipe, the compile build a target runs, and what ``mmaas doctor`` asks each
-target (:meth:`~mmaas.backends.BuildTarget.readiness`): the checks it makes of this host
-and whether its images can be built here, given what doctor found of Docker. Doctor
-itself knows no back end by name: it asks every entry of :data:`mmaas.backends.BACKENDS`."""
+"""The build-target protocol (:class:`BuildTarget`, the host side of a back end) and the
+data it passes beyond :class:`~mmaas.backends.ImageRecipe` and
+:class:`~mmaas.backends.CompileBuild`: the commands ``mmaas render`` prints, and what
+``mmaas doctor`` asks each target (:meth:`BuildTarget.readiness`): the checks it makes of
+this host and whether its images can be built here, given what doctor found of Docker.
+Doctor itself knows no back end by name: it asks every entry of
+:data:`mmaas.backends.BACKENDS`. Host side only: no image wheel carries this module."""
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+from mmaas.backends import CompileBuild, ImageRecipe
+from mmaas.core.manifest import Manifest
+
+if TYPE_CHECKING:  # host-side types (the protocol's signatures only)
+    from mmaas.build.plan import ContextFile
+    from mmaas.spec.model import ModelSpec
 
 
 @dataclass(frozen=True)
@@ -48,27 +58,100 @@ class Readiness:
 
 
 @dataclass(frozen=True)
-class ImageRecipe:
-    """A model's Dockerfile template (``templates/``) and the mmaas extras its runtime and
-    builder stages install; per spec, so a back end may choose by device or provider."""
+class BuildCommand:
+    """One command of what ``mmaas build`` runs, as ``mmaas render`` prints it: ``what``
+    it does, its ``argv`` with real paths, and ``env`` set for it (``DOCKER_BUILDKIT``)."""
 
-    template: str
-    runtime_extras: tuple[str, ...]
-    builder_extras: tuple[str, ...]
+    what: str
+    argv: list[str]
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    def shell(self) -> str:
+        """The command as one shell line, ready to paste: ``NAME=value argv...`` quoted."""
+        return shlex.join([*(f"{k}={v}" for k, v in self.env.items()), *self.argv])
 
 
-@dataclass(frozen=True)
-class CompileBuild:
-    """The compile build of one model as the host pipeline hands it to a build target.
+class BuildTarget(Protocol):
+    """The host side of a back end: how ``mmaas build`` makes its image.
+
     Attributes:
-        build: ``build(stage)`` runs ``docker build`` of the compile context tagged ``tag``
-            (``stage`` None: the whole Dockerfile) and returns the image id.
-        tag: the compile image's tag.
-        docker: the Docker client's argv prefix.
-        work: a scratch directory the target may write into.
+        name: the registry name.
+        precisions: the ``target_precision`` values it builds.
+        runs_on_gpu: its images are built and served on a GPU (CI runner choice).
+        runtime_packages, builder_packages: the mmaas subpackages each image's wheel holds.
     """
 
-    build: Callable[[str | None], str]
-    tag: str
-    docker: list[str]
-    work: Path
+    name: str
+    precisions: tuple[str, ...]
+    runs_on_gpu: bool
+    runtime_packages: tuple[str, ...]
+    builder_packages: tuple[str, ...]
+
+    def recipe(self, spec: ModelSpec) -> ImageRecipe:
+        """The template and the per-stage extras of ``spec``'s image."""
+        ...
+
+    def check_input(self, name: str) -> str | None:
+        """Why this back end cannot take an input called ``name`` (e.g. a name trtexec
+        cannot quote), or None; spec validation reports it at the input's key."""
+        ...
+
+    def engine_settings(self, spec: ModelSpec) -> Any:
+        """The typed engine settings of ``spec`` (a frozen dataclass the compiler reads
+        back): only what changes the engine."""
+        ...
+
+    def builder_image(self, spec: ModelSpec) -> str:
+        """The image the builder stage starts from."""
+        ...
+
+    def pin(self, spec: ModelSpec) -> dict[str, str]:
+        """``{"name", "version"}`` of the back end the builder stage runs."""
+        ...
+
+    def hardware_class(self, spec: ModelSpec) -> dict[str, Any]:
+        """The class of machine an engine built here is tied to (for the engine-cache key)."""
+        ...
+
+    def template_values(self, spec: ModelSpec) -> dict[str, Any]:
+        """Template values beyond the common ones. Raises SpecError for settings the
+        target cannot build."""
+        ...
+
+    def engine_files(self, spec: ModelSpec, folder: Path) -> tuple[ContextFile, ...]:
+        """Files of the model folder the compile reads beyond the ONNX file and samples."""
+        ...
+
+    def preflight(self, spec: ModelSpec, image: str) -> str | None:
+        """Checks before any Docker work (a GPU); an extra image tag or None. BuildError."""
+        ...
+
+    def compile_engine(self, build: CompileBuild) -> Path:
+        """Run the compile route and return the engine directory it wrote (unverified)."""
+        ...
+
+    def labels(self, manifest: Manifest) -> dict[str, str]:
+        """Image labels from the built engine's manifest beyond the common ones."""
+        ...
+
+    def readiness(self, host: DockerHost) -> Readiness:
+        """Its own checks of this host and whether its images build here (``doctor``)."""
+        ...
+
+    def engine_command(self, spec: ModelSpec, source: Path, spec_file: str) -> list[str] | None:
+        """The compile's command as the builder stage runs it (TensorRT: trtexec's argv
+        for ``spec``'s pinned release), or None for a library call. SpecError: what the
+        release refuses, each problem in ``spec_file`` at its key path."""
+        ...
+
+    def build_commands(
+        self,
+        spec: ModelSpec,
+        docker: list[str],
+        build_args: Callable[[Path, str, str | None], list[str]],
+        contexts: tuple[Path, Path],
+        image: str,
+        env: Mapping[str, str],
+    ) -> list[BuildCommand]:
+        """What ``mmaas build`` runs, in order (``env`` is each ``docker build``'s)."""
+        ...

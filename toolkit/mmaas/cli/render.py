@@ -1,18 +1,23 @@
 """``mmaas render MODEL``: print the Dockerfile(s) and the exact build commands, build nothing.
 
 Both back ends: the compile and the package Dockerfile on stdout, each after a
-``# ==> CONTEXT/<build>/Dockerfile (<phase> build) <==`` line; on stderr the commands the
+``# ==> DIR/<build>/Dockerfile (<phase> build) <==`` line; on stderr the commands the
 back end's build target says ``mmaas build`` runs (:meth:`mmaas.backends.BuildTarget.
-build_commands`: ONNX Runtime's two ``docker build`` commands; TensorRT's GPU route:
-build ``--target builder``, compile in ``docker run --gpus all``, copy the engine directory
-into the package context, build the package). ``--context DIR`` stages the build contexts
-(``DIR/compile``, ``DIR/package``) so that the printed commands run as they are on a host
-with Docker (and, for TensorRT, a GPU and the NVIDIA Container Toolkit).
+build_commands`: ONNX Runtime's compile build, the copy of its engine directory, the
+package build; TensorRT's GPU route: build ``--target builder``, compile in ``docker run
+--gpus all``, copy the engine directory into the package context, build the package), one
+shell line each after a ``# N/M what`` comment, then the compile's own command where the
+back end has one (TensorRT: the exact trtexec argv the compile container runs,
+:meth:`~mmaas.backends.BuildTarget.engine_command`). The build contexts are staged in
+``--context DIR`` (``DIR/compile``, ``DIR/package``), else in ``MODEL/.mmaas/render``
+(replaced each time), so every printed path is real and the commands run as pasted on a
+host with Docker (and, for TensorRT, a GPU and the NVIDIA Container Toolkit).
 """
 
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -21,10 +26,19 @@ import click
 
 from mmaas.backends import get_target
 from mmaas.build import docker as docker_engine
+from mmaas.build.command import engine_command
 from mmaas.build.pipeline import plan_model, stage_context
 from mmaas.build.plan import ENGINE_CONTEXT, BuildPlan
 from mmaas.build.render import render_dockerfile
 from mmaas.cli.options import ca_bundle_option
+
+RENDER_DIR = Path(".mmaas") / "render"
+HOST_STEPS = (
+    "# then `mmaas build` itself copies /opt/mmaas/model out of {image}, verifies it and\n"
+    "# labels the image with the engine's identity (io.mmaas.engine.blake3 ...), known only\n"
+    "# after the build: an image made by the commands above lacks those labels; check its\n"
+    "# model directory with `mmaas verify DIR` after `docker cp`"
+)
 
 
 @click.command("render")
@@ -39,8 +53,8 @@ from mmaas.cli.options import ca_bundle_option
     "context_dir",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="Stage the build contexts in DIR/compile and DIR/package "
-    "(DIR must not exist) so the printed commands run as is.",
+    help="Stage the build contexts in DIR/compile and DIR/package (DIR must not exist; "
+    "default: MODEL/.mmaas/render, replaced) so the printed commands run as is.",
 )
 @ca_bundle_option
 def command(
@@ -51,14 +65,15 @@ def command(
     _, package_plan = plan_model(
         model, ca_bundle=ca_bundle, buildkit=buildkit, engine_dir=Path(ENGINE_CONTEXT)
     )
-    root = context_dir.resolve() if context_dir else Path("CONTEXT")
+    command = engine_command(loaded)  # the build target's checks, located in model.yaml
+    root = context_dir.resolve() if context_dir else loaded.model_dir.resolve() / RENDER_DIR
+    if not context_dir:
+        shutil.rmtree(root, ignore_errors=True)  # mmaas's own folder, remade each time
     contexts = (root / "compile", root / "package")
-    if context_dir:
-        _stage(compile_plan, contexts[0])
-        _stage(package_plan, contexts[1])
+    _stage(compile_plan, contexts[0])
+    _stage(package_plan, contexts[1])
     use_buildkit = bool(compile_plan.values["buildkit"])
     docker = [_docker_binary(buildkit)]
-    env = f"DOCKER_BUILDKIT={int(use_buildkit)} "
 
     def build_args(dockerfile: Path, tag: str, target: str | None) -> list[str]:
         return docker_engine.build_args(dockerfile, tag, {}, target, use_buildkit)
@@ -67,24 +82,24 @@ def command(
         click.echo(f"# ==> {context / 'Dockerfile'} ({plan.values['phase']} build) <==")
         click.echo(render_dockerfile(plan), nl=False)
     target = get_target(loaded.spec.backend)
-    commands = target.build_commands(
-        loaded.spec, docker, build_args, contexts, package_plan.image, env
+    steps = target.build_commands(
+        loaded.spec,
+        docker,
+        build_args,
+        contexts,
+        package_plan.image,
+        {"DOCKER_BUILDKIT": str(int(use_buildkit))},
     )
-    for line in commands:
-        click.echo(f"# {line}", err=True)
-    if not context_dir:
-        for plan, context in ((compile_plan, contexts[0]), (package_plan, contexts[1])):
-            click.echo(
-                f"# {context} holds: "
-                + ", ".join(
-                    sorted(
-                        {f.target.split("/")[0] for f in plan.files}
-                        | {w.target.split("/")[0] for w in plan.wheels}
-                        | set(plan.generated)
-                    )
-                ),
-                err=True,
-            )
+    click.echo(f"# what `mmaas build` runs (contexts staged in {root}):", err=True)
+    for number, step in enumerate(steps, 1):
+        click.echo(f"# {number}/{len(steps)} {step.what}\n{step.shell()}", err=True)
+    if command:
+        click.echo(
+            f"# the compile command the builder stage runs, in its engine directory:\n"
+            f"#   {shlex.join(command)}",
+            err=True,
+        )
+    click.echo(HOST_STEPS.format(image=package_plan.image), err=True)
 
 
 def _docker_binary(buildkit: bool | None) -> str:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import shlex
 
 import click
 
+from mmaas.build.command import engine_command
 from mmaas.cli.options import json_option
 from mmaas.spec.catalog import resolve_model
 from mmaas.spec.load import LoadedSpec, load_spec
@@ -18,12 +20,16 @@ from mmaas.spec.model import InputSpec, OutputSpec
 def command(model: str, as_json: bool) -> None:
     """Validate MODEL (a model folder or its model.yaml) against its ONNX graph.
 
-    Prints the completed spec (datatypes, shapes and profiles filled from the model), or
-    every problem as file:line:col: key.path: what is wrong, what to do (exit 2). With
-    --json, stdout gets {"ok": true, "spec": ...} or {"ok": false, "problems": [...]}.
+    Prints the completed spec (datatypes, shapes and profiles filled from the model) and
+    the compile's command (TensorRT: the trtexec argv of the pinned release), or every
+    problem as file:line:col: key.path: what is wrong, what to do (exit 2), including what
+    the back end refuses before a build (flags the pinned TensorRT release lacks). With
+    --json, stdout gets {"ok": true, "spec": ..., "engine_command": [...] | null} or
+    {"ok": false, "problems": [...]}.
     """
     path = resolve_model(model)
     loaded = load_spec(path)  # a SpecError reaches the CLI's handler (JSON with --json)
+    command = engine_command(loaded)
     if as_json:
         click.echo(
             json.dumps(
@@ -33,12 +39,13 @@ def command(model: str, as_json: bool) -> None:
                     "source": str(loaded.source_path),
                     "digest": loaded.spec.digest(),
                     "spec": loaded.spec.model_dump(mode="json"),
+                    "engine_command": command,
                 },
                 indent=2,
             )
         )
     else:
-        click.echo(summary(loaded))
+        click.echo(summary(loaded) + (f"\n  compile: {shlex.join(command)}" if command else ""))
 
 
 def summary(loaded: LoadedSpec) -> str:

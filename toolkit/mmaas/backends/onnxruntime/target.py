@@ -9,15 +9,14 @@ served by one release.
 
 from __future__ import annotations
 
-import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from mmaas.backends import CompileBuild, ImageRecipe
 from mmaas.backends.onnxruntime.runtime import OnnxRuntimeRuntime
 from mmaas.backends.onnxruntime.settings import OnnxRuntimeSettings
-from mmaas.backends.targets import DockerHost, HostCheck, Readiness
+from mmaas.backends.targets import BuildCommand, DockerHost, HostCheck, Readiness
 from mmaas.build.cache.registry import remove_image
 from mmaas.build.docker import copy_from_image
 from mmaas.build.plan import ENGINE_CONTEXT, ENGINE_DIR, ContextFile
@@ -99,6 +98,11 @@ class OnnxRuntimeTarget:
             return Readiness((check,), False, host.docker.summary)
         return Readiness((check,), True, "Docker engine and ONNX Runtime")
 
+    def engine_command(self, spec: ModelSpec, source: Path, spec_file: str) -> None:
+        """None: the compile is ONNX Runtime's own API (``SessionOptions.
+        optimized_model_filepath``), not a command."""
+        return None
+
     def build_commands(
         self,
         spec: ModelSpec,
@@ -106,20 +110,27 @@ class OnnxRuntimeTarget:
         build_args: Callable[[Path, str, str | None], list[str]],
         contexts: tuple[Path, Path],
         image: str,
-        env: str,
-    ) -> list[str]:
-        """The compile build, the copy of its engine directory, the package build (``env``
-        prefixes each ``docker build``)."""
-        compile_tag = f"{spec.image_repository}:engine"
-        lines = []
-        for label, context, tag in (
-            ("build", contexts[0], compile_tag),
-            ("package build", contexts[1], image),
-        ):
-            argv = [*docker, "build", *build_args(context / "Dockerfile", tag, None), str(context)]
-            lines.append(f"{label}: {env}{shlex.join(argv)}")
-        lines.append(
-            f"package build context: copy {compile_tag}'s engine directory "
-            f"({ENGINE_DIR}) to {contexts[1] / ENGINE_CONTEXT}"
-        )
-        return lines
+        env: Mapping[str, str],
+    ) -> list[BuildCommand]:
+        """The compile build, the copy of its engine directory into the package context
+        (``docker create`` / ``cp`` / ``rm`` of a container named after the model: nothing
+        runs in it), the package build."""
+        compile_tag, holder = f"{spec.image_repository}:engine", f"mmaas-{spec.name}-engine"
+        compile_ctx, package_ctx = contexts
+
+        def build(context: Path, tag: str) -> list[str]:
+            return [*docker, "build", *build_args(context / "Dockerfile", tag, None), str(context)]
+
+        return [
+            BuildCommand("compile build: the engine", build(compile_ctx, compile_tag), env),
+            BuildCommand(
+                "a container of it (never started)",
+                [*docker, "create", "--name", holder, compile_tag],
+            ),
+            BuildCommand(
+                "its engine directory into the package context",
+                [*docker, "cp", f"{holder}:{ENGINE_DIR}", str(package_ctx / ENGINE_CONTEXT)],
+            ),
+            BuildCommand("the container removed", [*docker, "rm", holder]),
+            BuildCommand("package build: the image", build(package_ctx, image), env),
+        ]

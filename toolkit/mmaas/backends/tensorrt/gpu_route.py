@@ -12,9 +12,10 @@ driver, CUDA and TensorRT versions, GPU and compute capability, from ``manifest.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from mmaas.backends.targets import BuildCommand
 from mmaas.backends.tensorrt.gpu import no_gpu_message, query_gpus
 from mmaas.backends.tensorrt.image import compile_run_argv
 from mmaas.backends.tensorrt.timing_cache import TimingCacheStore
@@ -137,29 +138,47 @@ def gpu_build_commands(
     tags: tuple[str, str],
     out: Path,
     cache_dir: Path,
-) -> list[list[str]]:
+    env: Mapping[str, str],
+) -> list[BuildCommand]:
     """The argv sequence a GPU host runs (what :func:`compile_on_gpu` and the package
     build do): ``docker build --target builder`` of the compile context ``contexts[0]``
     tagged ``tags[0]``; ``mkdir -p out cache_dir`` (so that Docker does not create them
     owned by root); ``docker run --rm --gpus all --user UID:GID`` of it with ``cache_dir``
-    and ``out`` mounted; ``cp -a out/engine contexts[1]/engine``; ``docker build`` of the package
-    context tagged ``tags[1]``. ``build_args(dockerfile, tag, target)`` gives the build
-    arguments (:func:`mmaas.build.docker.build_args`)."""
+    and ``out`` mounted; ``cp -a out/engine contexts[1]/engine``; ``docker build`` of the
+    package context tagged ``tags[1]``. ``build_args(dockerfile, tag, target)`` gives the
+    build arguments (:func:`mmaas.build.docker.build_args`); ``env`` is each build's."""
     compile_ctx, package_ctx = contexts
     return [
-        [
-            *docker,
-            "build",
-            *build_args(compile_ctx / "Dockerfile", tags[0], BUILDER_TARGET),
-            str(compile_ctx),
-        ],
-        ["mkdir", "-p", str(out), str(cache_dir)],  # owned by the user the compile runs as
-        compile_run_argv(docker, tags[0], cache_dir, out, host_user()),
-        ["cp", "-a", str(out / ENGINE_OUT), str(package_ctx / "engine")],
-        [
-            *docker,
-            "build",
-            *build_args(package_ctx / "Dockerfile", tags[1], None),
-            str(package_ctx),
-        ],
+        BuildCommand(
+            "compile build: the builder stage (no GPU needed)",
+            [
+                *docker,
+                "build",
+                *build_args(compile_ctx / "Dockerfile", tags[0], BUILDER_TARGET),
+                str(compile_ctx),
+            ],
+            env,
+        ),
+        BuildCommand(  # owned by the user the compile runs as
+            "the compile's output and timing-cache directories",
+            ["mkdir", "-p", str(out), str(cache_dir)],
+        ),
+        BuildCommand(
+            "the compile on a GPU: trtexec, profile check, gates, hashes",
+            compile_run_argv(docker, tags[0], cache_dir, out, host_user()),
+        ),
+        BuildCommand(
+            "the engine directory into the package context",
+            ["cp", "-a", str(out / ENGINE_OUT), str(package_ctx / "engine")],
+        ),
+        BuildCommand(
+            "package build: the image",
+            [
+                *docker,
+                "build",
+                *build_args(package_ctx / "Dockerfile", tags[1], None),
+                str(package_ctx),
+            ],
+            env,
+        ),
     ]

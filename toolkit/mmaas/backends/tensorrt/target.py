@@ -11,13 +11,12 @@ and their checks: :mod:`mmaas.backends.tensorrt.image`.
 
 from __future__ import annotations
 
-import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from mmaas.backends import CompileBuild, ImageRecipe
-from mmaas.backends.targets import DockerHost, Readiness
+from mmaas.backends.targets import BuildCommand, DockerHost, Readiness
 from mmaas.backends.tensorrt.gpu_route import (
     BUILDER_TARGET,
     compile_on_gpu,
@@ -30,7 +29,15 @@ from mmaas.backends.tensorrt.host import tensorrt_readiness
 from mmaas.backends.tensorrt.image import tensorrt_plan_values
 from mmaas.backends.tensorrt.settings import TensorRTSettings
 from mmaas.backends.tensorrt.timing_cache import TimingCacheStore
+from mmaas.backends.tensorrt.trtexec.command import (
+    FP16_ONNX,
+    STAGED_MODEL_DIR,
+    compile_argv,
+    converts_to_fp16,
+)
+from mmaas.backends.tensorrt.trtexec.network import network_inputs
 from mmaas.build.plan import ContextFile
+from mmaas.core.errors import UsageError
 from mmaas.core.manifest import Manifest
 from mmaas.core.profile import quotable
 from mmaas.spec.model import ModelSpec
@@ -122,6 +129,33 @@ class TensorRTTarget:
         (:func:`mmaas.backends.tensorrt.host.tensorrt_readiness`)."""
         return tensorrt_readiness(host)
 
+    def engine_command(self, spec: ModelSpec, source: Path, spec_file: str) -> list[str]:
+        """trtexec's argv as the compile container runs it
+        (:func:`~mmaas.backends.tensorrt.trtexec.command.compile_argv`): shapes for every
+        input ``source`` (the ONNX file) leaves dynamic, the flags of the pinned release.
+
+        Raises:
+            SpecError: every setting that release refuses, in ``spec_file``.
+        """
+        from mmaas.backends.tensorrt.precision import has_qdq
+        from mmaas.build.requests import model_info
+
+        settings = self.engine_settings(spec)
+        try:
+            converted = converts_to_fp16(spec.target_precision, settings.version)
+        except UsageError:  # a malformed version: compile_argv says so at its key
+            converted = False
+        quantized = spec.target_precision in ("int8", "fp8") and has_qdq(source)
+        return compile_argv(
+            model_info(spec),
+            settings,
+            settings.version,
+            network_inputs(source),
+            onnx=FP16_ONNX if converted else f"{STAGED_MODEL_DIR}/{source.name}",
+            typed_graph=converted or quantized,
+            spec_file=spec_file,
+        )
+
     def build_commands(
         self,
         spec: ModelSpec,
@@ -129,13 +163,11 @@ class TensorRTTarget:
         build_args: Callable[[Path, str, str | None], list[str]],
         contexts: tuple[Path, Path],
         image: str,
-        env: str,
-    ) -> list[str]:
-        """The GPU route's command sequence (:func:`gpu_build_commands`), numbered."""
+        env: Mapping[str, str],
+    ) -> list[BuildCommand]:
+        """The GPU route's command sequence (:func:`gpu_build_commands`)."""
         tags = (f"{spec.image_repository}:{spec.image_tag}-builder", image)
         out = contexts[0].parent / "out"
-        steps = gpu_build_commands(docker, build_args, contexts, tags, out, TimingCacheStore().root)
-        return [
-            f"run {number}/{len(steps)}: {env if argv[1:2] == ['build'] else ''}{shlex.join(argv)}"
-            for number, argv in enumerate(steps, 1)
-        ]
+        return gpu_build_commands(
+            docker, build_args, contexts, tags, out, TimingCacheStore().root, env
+        )
