@@ -231,6 +231,22 @@ def test_staged_context_holds_only_this_models_build_inputs(det, tmp_path: Path)
     assert not list(context.rglob("__pycache__"))
 
 
+def test_a_symlinked_onnx_file_is_staged_as_its_bytes(det, tmp_path: Path) -> None:
+    """A model folder whose ONNX file is a symbolic link (to a shared model store, by an
+    absolute path): the context holds the file itself, not a link whose target does not
+    exist inside the builder (CI's failure of 2026-12-01: NO_SUCHFILE in the compile)."""
+    folder = tmp_path / "linked"
+    folder.mkdir()
+    (folder / "model.yaml").write_text((det.model_dir / "model.yaml").read_text())
+    (folder / det.source_path.name).symlink_to(det.source_path.resolve())
+    context = tmp_path / "context"
+    context.mkdir()
+    stage_context(plan_of(load_spec(folder)), context)
+    staged = context / "model" / det.source_path.name
+    assert not staged.is_symlink()
+    assert staged.read_bytes() == det.source_path.read_bytes()
+
+
 def test_external_data_files_are_staged_with_their_nested_paths(tmp_path: Path) -> None:
     """C14, nested files: an ONNX model whose weights live in external data files under a
     sub-folder gets those files into the context beside it, and nothing else."""

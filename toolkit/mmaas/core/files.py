@@ -51,7 +51,10 @@ def assembled(out_dir: Path) -> Iterator[Path]:
 def link_or_copy(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> None:
     """Hard-link ``source`` to ``target`` (large engines cost no copy), or copy it (with
     its times and mode) across file systems; usable as ``shutil.copytree``'s
-    ``copy_function``."""
+    ``copy_function``. A symbolic link is followed: ``target`` holds the file's bytes,
+    never the link (Python 3.11's :func:`os.link` links the link itself, whose path means
+    nothing inside a build context)."""
+    source = os.path.realpath(source)
     try:
         os.link(source, target)
     except OSError:
