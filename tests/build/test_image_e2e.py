@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -67,6 +68,22 @@ def test_build_reports_image_engine_and_labels(built: dict, docker_cli: list[str
     assert labels["io.mmaas.model.name"] == "ppocr-det"
     assert labels["org.opencontainers.image.version"] == "1.0.0"
     assert inspected["Config"]["User"] == "10001"
+
+
+def test_the_image_healthcheck_asks_grpc_health(server, docker_cli: list[str]) -> None:
+    inspected = json.loads(proc.run([*docker_cli, "image", "inspect", IMAGE]).stdout)[0]
+    assert inspected["Config"]["Healthcheck"]["Test"] == [
+        "CMD",
+        "python",
+        "-m",
+        "mmaas.server.probe",
+    ]
+    probe = proc.run([*docker_cli, "exec", server.id, "python", "-m", "mmaas.server.probe"])
+    assert "127.0.0.1:8001: SERVING" in probe.stderr
+    deadline = time.monotonic() + 60
+    while (health := server.state()["Health"]["Status"]) != "healthy":  # type: ignore[index]
+        assert health == "starting" and time.monotonic() < deadline, server.state()
+        time.sleep(1)
 
 
 @pytest.mark.parametrize("size", ["640x640", "320x480"])

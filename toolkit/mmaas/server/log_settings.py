@@ -52,9 +52,14 @@ class LogSettings:
         self.format = log_format
         self.switch = LevelSwitch(level)
         logger = logging.getLogger("mmaas")
-        logger.setLevel(logging.DEBUG)
         for handler in logger.handlers:
             handler.addFilter(self.switch)
+        self._set_level()
+
+    def _set_level(self) -> None:
+        """The logger skips debug records (one per request) unless verbose is on."""
+        verbose = self.switch.verbose > 0
+        logging.getLogger("mmaas").setLevel(logging.DEBUG if verbose else logging.INFO)
 
     def current(self) -> dict[str, Value]:
         """Every setting, by Triton's names."""
@@ -84,6 +89,7 @@ class LogSettings:
         for name in LEVELS:
             self.switch.enabled[name] = bool(staged[name])
         self.switch.verbose = int(staged["log_verbose_level"])
+        self._set_level()
         formatter = logs.JsonFormatter() if self.format == "json" else logs.TextFormatter()
         for handler in logging.getLogger("mmaas").handlers:
             handler.setFormatter(formatter)

@@ -31,14 +31,13 @@ from mmaas.server.status import RequestError, Unsupported
 from mmaas.server.streaming import is_decoupled
 
 SERVICE = "inference.GRPCInferenceService"
+# What is honoured (CUDA shared memory and tracing are answered, refused, not listed)
 EXTENSIONS = [
     "model_configuration",
     "statistics",
     "system_shared_memory",
-    "cuda_shared_memory",
     "model_repository",
     "logging",
-    "trace",
 ]
 
 
