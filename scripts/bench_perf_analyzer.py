@@ -27,9 +27,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from bench_runtime import CASES, ROOT, RawEngine, mmaas_server, raw_latency  # this folder
 from mmaas.build.local import compile_local
 from mmaas.core.files import atomic_write_text
-from scripts.bench_runtime import CASES, ROOT, RawEngine, mmaas_server, raw_latency
 
 PERF_ANALYZER = Path(sys.executable).parent / "perf_analyzer"
 MODES = {
