@@ -166,7 +166,7 @@ def test_engine_request_leaves_out_what_does_not_change_the_engine(det) -> None:
     assert second.generated["build-request.json"] != first.generated["build-request.json"]
     request = json.loads(first.generated["engine-request.json"])
     assert (request["model"]["name"], request["model"]["version"]) == ("engine", "0")
-    assert request["settings"] == {"graph_optimization_level": "all"}
+    assert request["settings"] == {"graph_optimization_level": "all", "gpu": None}
     assert request["source"] == "model/ch_PP-OCRv4_det_infer.onnx"
     basic = det.spec.build.onnxruntime.model_copy(update={"graph_optimization_level": "basic"})
     stricter = det.spec.model_copy(

@@ -96,6 +96,12 @@ class BuildTarget(Protocol):
         cannot quote), or None; spec validation reports it at the input's key."""
         ...
 
+    def check_spec(self, spec: ModelSpec) -> list[tuple[tuple[str | int, ...], str]]:
+        """Settings of a completed ``spec`` this back end cannot build or run together
+        (e.g. a precision its device lacks), as ``(key path, message)``; spec validation
+        reports every one at its key."""
+        ...
+
     def engine_settings(self, spec: ModelSpec) -> Any:
         """The typed engine settings of ``spec`` (a frozen dataclass the compiler reads
         back): only what changes the engine."""

@@ -33,6 +33,7 @@ from mmaas.core.manifest import Manifest
 from mmaas.server import runtime
 from mmaas.server.batcher import Scheduler
 from mmaas.server.context import ServerContext
+from mmaas.server import gpu_metrics
 from mmaas.server.cpu_metrics import CpuMetrics
 from mmaas.server.grpc.server import HEALTH_SERVICES, grpc_server
 from mmaas.server.http.routes import create_app
@@ -218,9 +219,8 @@ def _serve_metrics(settings: Settings, repository: Repository) -> Any:
         return None
     try:
         cpu = CpuMetrics()
-        return serve_http(
-            settings.host, settings.metrics_port, repository.metrics, [cpu.exposition]
-        )
+        families = [cpu.exposition, gpu_metrics.lines]
+        return serve_http(settings.host, settings.metrics_port, repository.metrics, families)
     except OSError as exc:
         raise MmaasError(
             f"cannot serve metrics on {settings.host}:{settings.metrics_port} "

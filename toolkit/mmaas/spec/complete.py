@@ -19,7 +19,8 @@ them; batching as Triton's ``max_batch_size``):
   (:mod:`mmaas.spec.sample_values`);
 * the ``checks:`` gates name real tensors and shapes inside the profile (spec_checks);
 * the back end's build target refuses what it cannot build: a precision it lacks, an
-  input name it cannot take (TensorRT: names trtexec's shape flags cannot quote).
+  input name it cannot take (TensorRT: names trtexec's shape flags cannot quote), settings
+  that cannot work together (``BuildTarget.check_spec``: ONNX Runtime's device rules).
 """
 
 from __future__ import annotations
@@ -56,6 +57,8 @@ def complete_spec(
     completed = spec.model_copy(update={"inputs": inputs, "outputs": outputs})
     if not completer.problems:  # the gates name tensors: check them against a sound signature
         check_gates(completed, Path(doc.file).parent, completer.report)
+        for path, message in get_target(spec.backend).check_spec(completed):
+            completer.report(path, message)
     return completed, completer.problems
 
 

@@ -191,11 +191,30 @@ class TensorRTSpec(_Strict):
 
 
 class OnnxRuntimeSpec(_Strict):
-    """ONNX Runtime (CPU) builder settings: the offline graph optimization level
-    (``SessionOptions.graph_optimization_level``; ``all`` adds layout transforms tied to
-    the CPU's instruction set, recorded in the manifest)."""
+    """ONNX Runtime settings. ``graph_optimization_level``: the offline graph optimization
+    (``SessionOptions.graph_optimization_level``; on CPU ``all`` adds layout transforms tied
+    to the CPU's instruction set, recorded in the manifest; on GPU the offline pass is
+    ``basic``, which is provider-independent, and the rest runs when the GPU session loads).
+
+    ``device``: where the instances run, Triton's ``instance_group.kind`` (``cpu`` =
+    KIND_CPU, ``gpu`` = KIND_GPU: the image installs onnxruntime-gpu and the CUDA/cuDNN
+    wheels). ``execution_accelerator`` (GPU only): Triton's ``gpu_execution_accelerator``,
+    ``cuda`` (the default) or ``tensorrt`` (its engine and timing caches follow
+    ``build.timing_cache`` and the profile). ``cuda_graphs``: Triton's
+    ``optimization.cuda.graphs``: one CUDA graph per shape of ``cuda_graph_shapes``
+    (default: the opt shapes at the opt batch, each preferred batch size and, with dynamic
+    batching, max_batch_size), captured at start-up; other shapes run without a graph.
+    ``cudnn_conv_algo_search``: ``exhaustive`` (fastest kernels, slowest start-up),
+    ``heuristic`` or ``default``. ``allow_cpu_fallback``: serve on the CPU provider when
+    CUDA cannot start, instead of refusing to become ready (C34)."""
 
     graph_optimization_level: Literal["basic", "extended", "all"] = "all"
+    device: Literal["cpu", "gpu"] = "cpu"
+    execution_accelerator: Literal["cuda", "tensorrt"] | None = None
+    cuda_graphs: bool = False
+    cuda_graph_shapes: list[dict[str, ProfileShape]] = Field(default_factory=list)
+    cudnn_conv_algo_search: Literal["exhaustive", "heuristic", "default"] = "exhaustive"
+    allow_cpu_fallback: bool = False
 
 
 class BuildSpec(_Strict):

@@ -1,7 +1,14 @@
-"""ONNX Runtime (CPU): the runtime part of the back end (load, describe, check_compatible).
+"""ONNX Runtime: the runtime part of the back end (load, describe, check_compatible).
 
 load: the optimized model (written by :mod:`mmaas.backends.onnxruntime.compiler`) is opened
-with optimizations off (they are already applied), which also keeps start-up short. At
+with optimizations off (they are already applied), which also keeps start-up short. A GPU
+engine (its directory holds :data:`EXECUTION_FILE`) opens a CUDA or TensorRT session
+instead (:mod:`mmaas.backends.onnxruntime.gpu`: preflight, placement, CUDA graphs); the
+builder stage's copy of this runtime (``build_check``) checks a GPU engine on the CPU
+provider when no GPU is visible there (a ``docker build`` step sees none), and captures no
+CUDA graphs. ``MMAAS_CUDA_GRAPHS=false`` turns the engine's CUDA graphs off at run time;
+``MMAAS_TRT_CACHE_DIR`` is where the TensorRT provider keeps its engine and timing caches
+(default :data:`TRT_CACHE_DIR`). At
 level ``all`` its layout transforms (NCHWc blocking) depend on the build CPU's vector
 extensions, so the manifest records the CPU flags (:meth:`OnnxRuntimeRuntime.describe`)
 and :meth:`OnnxRuntimeRuntime.check_compatible` refuses a host that lacks one of them.
@@ -9,6 +16,8 @@ and :meth:`OnnxRuntimeRuntime.check_compatible` refuses a host that lacks one of
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import platform
 from collections.abc import Mapping, Sequence
@@ -27,6 +36,9 @@ else:  # what onnxruntime prints at import goes to the debug log, not the consol
     ort = import_onnxruntime()
 
 ENGINE_FILE = "model.ort.onnx"
+EXECUTION_FILE = "execution.json"  # a GPU engine's execution settings (compiler-written)
+TRT_CACHE_DIR = "/tmp/mmaas-trt-cache"  # MMAAS_TRT_CACHE_DIR: TensorRT engine/timing caches
+log = logging.getLogger("mmaas.server")
 # x86 vector extensions that ONNX Runtime's CPU kernels and NCHWc layout depend on.
 KERNEL_CPU_FLAGS = (
     "sse4_1",
@@ -66,18 +78,56 @@ class OnnxRuntimeEngine:
 
 
 class OnnxRuntimeRuntime:
-    """The runtime part of the CPU back end; see the module docstring."""
+    """The runtime part of the ONNX Runtime back end; see the module docstring."""
 
     name = "onnxruntime"
     platform = "onnxruntime_onnx"
     device_kind = "CPU"
 
-    def load(self, directory: Path, manifest: Manifest, threads: int = 0) -> OnnxRuntimeEngine:
-        """Open ``directory/<engine>`` with optimizations off and ``threads`` intra-op
-        threads (0 = ONNX Runtime's default, one per core). With fewer threads than cores
-        (several instances) the pool does not spin (``session.intra_op.allow_spinning``)."""
+    def __init__(self, build_check: bool = False) -> None:
+        self.build_check = build_check
+
+    def load(self, directory: Path, manifest: Manifest, threads: int = 0) -> Any:
+        """Open ``directory/<engine>``. CPU: optimizations off and ``threads`` intra-op
+        threads (0 = ONNX Runtime's default, one per core); with fewer threads than cores
+        (several instances) the pool does not spin (``session.intra_op.allow_spinning``).
+        GPU: :func:`mmaas.backends.onnxruntime.gpu.load_gpu` (``threads`` unused).
+
+        Raises:
+            CompatibilityError: a GPU engine whose GPU provider cannot start here.
+        """
+        if any(record.path == EXECUTION_FILE for record in manifest.engine_data):
+            return self._load_gpu(directory, manifest, threads)
+        return self._load_cpu(directory, manifest, threads)
+
+    def _load_gpu(self, directory: Path, manifest: Manifest, threads: int) -> Any:
+        from mmaas.backends.onnxruntime.gpu import load_gpu
+        from mmaas.backends.onnxruntime.settings import GpuSettings
+
+        recorded = json.loads((directory / EXECUTION_FILE).read_text())
+        gpu = GpuSettings.from_json(recorded["gpu"])
+        path = directory / manifest.engine.path
+        cache = Path(os.environ.get("MMAAS_TRT_CACHE_DIR") or TRT_CACHE_DIR)
+        graphs = not self.build_check and os.environ.get("MMAAS_CUDA_GRAPHS", "") != "false"
+        try:
+            return load_gpu(
+                path, manifest.model, gpu, graphs=graphs, cache_dir=cache, warm=not self.build_check
+            )
+        except CompatibilityError as exc:
+            if not self.build_check:
+                raise
+            log.warning("checking the GPU engine on the CPU provider: %s", exc.message)
+            return self._load_cpu(directory, manifest, threads, optimize=True)
+
+    def _load_cpu(
+        self, directory: Path, manifest: Manifest, threads: int, optimize: bool = False
+    ) -> OnnxRuntimeEngine:
         options = session_options(ort)  # errors reach the caller as exceptions, once
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        options.graph_optimization_level = (
+            ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            if optimize  # a GPU engine's graph is only basic-optimized
+            else ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        )
         options.intra_op_num_threads = threads
         if 0 < threads < (os.cpu_count() or 1):
             # several instances share the cores: spinning thread pools would fight

@@ -1,8 +1,10 @@
-"""ONNX Runtime (CPU): the build target, what ``mmaas build`` needs on the host.
+"""ONNX Runtime (CPU or GPU): the build target, what ``mmaas build`` needs on the host.
 
 The builder stage starts from ``image.base_image`` and compiles inside ``docker build``
-(the compile build's builder stage, ``templates/Dockerfile.onnxruntime.j2``); the engine
-directory is then copied out of that image. ONNX Runtime's version is the pin of the
+(the compile build's builder stage, ``templates/Dockerfile.onnxruntime.j2``, or
+``Dockerfile.onnxruntime-gpu.j2`` for ``build.onnxruntime.device: gpu``: onnxruntime-gpu in
+both stages, the CUDA/cuDNN wheels in the runtime stage; no GPU is needed to build); the
+engine directory is then copied out of that image. ONNX Runtime's version is the pin of the
 image constraints (``templates/image-constraints.txt``), so the engine is compiled and
 served by one release.
 """
@@ -14,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from mmaas.backends import CompileBuild, ImageRecipe
+from mmaas.backends.onnxruntime.gpu_spec import check_gpu_spec, gpu_settings
 from mmaas.backends.onnxruntime.runtime import OnnxRuntimeRuntime
 from mmaas.backends.onnxruntime.settings import OnnxRuntimeSettings
 from mmaas.backends.targets import BuildCommand, DockerHost, HostCheck, Readiness
@@ -23,48 +26,78 @@ from mmaas.build.plan import ENGINE_CONTEXT, ENGINE_DIR, ContextFile
 from mmaas.build.wheel import pinned_version
 from mmaas.core.manifest import Manifest
 from mmaas.spec.model import ModelSpec
+from mmaas.spec.yamlio import KeyPath
+
+# The CUDA 13 / cuDNN 9 wheels the GPU image's runtime stage installs (pinned in the
+# image constraints to the versions verified with onnxruntime-gpu on the H200, driver 580).
+GPU_LIBRARIES = ("nvidia-cuda-runtime", "nvidia-cudnn-cu13", "nvidia-cublas", "nvidia-curand")
 
 
 class OnnxRuntimeTarget:
-    """The build target of the CPU back end; see the module docstring."""
+    """The build target of the ONNX Runtime back end; see the module docstring."""
 
     name = "onnxruntime"
-    precisions = ("fp32",)
+    precisions = ("fp32", "tf32", "fp16", "int8")  # per device: gpu_spec.PRECISIONS
     runs_on_gpu = False
     runtime_packages = ("mmaas.core", "mmaas.server", "mmaas.backends.onnxruntime")
     builder_packages = ("mmaas.core", "mmaas.stage", "mmaas.backends.onnxruntime")
 
     def recipe(self, spec: ModelSpec) -> ImageRecipe:
-        """The CPU template; runtime: the server and ONNX Runtime; builder: ONNX Runtime."""
+        """CPU: the CPU template; runtime: the server and ONNX Runtime; builder: ONNX
+        Runtime. GPU: the GPU template; runtime: the server, onnxruntime-gpu and NVML
+        (the CUDA wheels are a layer of their own); builder: onnxruntime-gpu and the fp16
+        converter."""
+        if spec.build.onnxruntime.device == "gpu":
+            return ImageRecipe(
+                "Dockerfile.onnxruntime-gpu.j2", ("server", "gpu"), ("onnxruntime-gpu", "fp16")
+            )
         return ImageRecipe("Dockerfile.onnxruntime.j2", ("server", "onnxruntime"), ("onnxruntime",))
+
+    def check_spec(self, spec: ModelSpec) -> list[tuple[KeyPath, str]]:
+        """Device, accelerator, precision and CUDA graph combinations that cannot work
+        (:func:`mmaas.backends.onnxruntime.gpu_spec.check_gpu_spec`)."""
+        return check_gpu_spec(spec)
 
     def check_input(self, name: str) -> str | None:
         """Any input name is fine (ONNX Runtime takes names as they are)."""
         return None
 
     def engine_settings(self, spec: ModelSpec) -> OnnxRuntimeSettings:
-        """``build.onnxruntime`` (``build.workspace`` and the timing cache are TensorRT's)."""
-        return OnnxRuntimeSettings(spec.build.onnxruntime.graph_optimization_level)
+        """``build.onnxruntime``; on GPU also the instance settings (and, for the TensorRT
+        provider, ``build.workspace``, ``build.timing_cache`` and ``build.tensorrt``)."""
+        return OnnxRuntimeSettings(
+            spec.build.onnxruntime.graph_optimization_level, gpu_settings(spec)
+        )
 
     def builder_image(self, spec: ModelSpec) -> str:
         """``image.base_image``: both CPU stages start from it."""
         return spec.image.base_image
 
     def pin(self, spec: ModelSpec) -> dict[str, str]:
-        """ONNX Runtime's version in the image constraints."""
-        return {"name": self.name, "version": pinned_version("onnxruntime") or "unpinned"}
+        """ONNX Runtime's version in the image constraints (onnxruntime-gpu's on GPU)."""
+        package = "onnxruntime-gpu" if spec.build.onnxruntime.device == "gpu" else "onnxruntime"
+        return {"name": self.name, "version": pinned_version(package) or "unpinned"}
 
     def hardware_class(self, spec: ModelSpec) -> dict[str, Any]:
         """``{"arch"}``, plus the kernel vector extensions of this CPU (``"cpu_flags"``)
         when level ``all`` lays the graph out for them."""
         cpu = OnnxRuntimeRuntime().describe()["cpu"]
+        if spec.build.onnxruntime.device == "gpu":  # basic level: provider-independent
+            return {"arch": cpu["arch"], "device": "gpu"}
         if spec.build.onnxruntime.graph_optimization_level != "all":
             return {"arch": cpu["arch"]}
         return {"arch": cpu["arch"], "cpu_flags": cpu["flags"]}
 
     def template_values(self, spec: ModelSpec) -> dict[str, Any]:
-        """None beyond the common values."""
-        return {}
+        """GPU: the pinned versions the image is labelled with, and the CUDA wheels."""
+        if spec.build.onnxruntime.device != "gpu":
+            return {}
+        return {
+            "ort_version": pinned_version("onnxruntime-gpu") or "unpinned",
+            "cuda_version": pinned_version("nvidia-cuda-runtime") or "unpinned",
+            "cudnn_version": pinned_version("nvidia-cudnn-cu13") or "unpinned",
+            "gpu_libraries": [f"{name}=={pinned_version(name)}" for name in GPU_LIBRARIES],
+        }
 
     def engine_files(self, spec: ModelSpec, folder: Path) -> tuple[ContextFile, ...]:
         """None beyond the ONNX file, its external data and the samples."""
@@ -90,10 +123,14 @@ class OnnxRuntimeTarget:
 
     def readiness(self, host: DockerHost) -> Readiness:
         """ONNX Runtime on the host (the engine-cache key reads its CPU facts; ``mmaas
-        serve`` runs it) and a Docker engine."""
+        serve`` runs it), its CUDA provider with the driver and CUDA versions
+        (:func:`mmaas.backends.onnxruntime.doctor.cuda_provider`), and a Docker engine."""
         import onnxruntime
 
-        check = HostCheck("onnxruntime", True, f"ONNX Runtime {onnxruntime.__version__} (CPU)")
+        from mmaas.backends.onnxruntime.doctor import cuda_provider
+
+        detail = f"ONNX Runtime {onnxruntime.__version__}; {cuda_provider()}"
+        check = HostCheck("onnxruntime", True, detail)
         if not host.docker.ok:
             return Readiness((check,), False, host.docker.summary)
         return Readiness((check,), True, "Docker engine and ONNX Runtime")

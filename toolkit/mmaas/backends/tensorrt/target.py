@@ -67,6 +67,10 @@ class TensorRTTarget:
             "the input when exporting the ONNX model"
         )
 
+    def check_spec(self, spec: ModelSpec) -> list[tuple[tuple[str | int, ...], str]]:
+        """Nothing beyond the precision and input-name checks."""
+        return []
+
     def engine_settings(self, spec: ModelSpec) -> TensorRTSettings:
         """``build.workspace``, ``build.timing_cache`` and ``build.tensorrt`` without the
         host-side image choices (runtime image, GPU targets)."""
