@@ -30,10 +30,9 @@ from grpc_health.v1._async import HealthServicer
 from mmaas.backends import get_runtime
 from mmaas.core.errors import MmaasError
 from mmaas.core.manifest import Manifest
-from mmaas.server import runtime
+from mmaas.server import gpu_metrics, runtime
 from mmaas.server.batcher import Scheduler
 from mmaas.server.context import ServerContext
-from mmaas.server import gpu_metrics
 from mmaas.server.cpu_metrics import CpuMetrics
 from mmaas.server.grpc.server import HEALTH_SERVICES, grpc_server
 from mmaas.server.http.routes import create_app

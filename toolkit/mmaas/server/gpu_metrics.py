@@ -34,8 +34,7 @@ class GpuReader:
             (handle, _text(nvml.nvmlDeviceGetUUID(handle))) for handle in _handles(nvml, visible)
         ]
         self.energy_start = {
-            uuid: _read(nvml.nvmlDeviceGetTotalEnergyConsumption, h)
-            for h, uuid in self.devices
+            uuid: _read(nvml.nvmlDeviceGetTotalEnergyConsumption, h) for h, uuid in self.devices
         }
 
     def exposition(self) -> list[str]:

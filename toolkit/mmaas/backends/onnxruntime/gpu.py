@@ -45,6 +45,7 @@ from mmaas.backends.onnxruntime.providers import CPU, CUDA, TENSORRT, providers
 from mmaas.backends.onnxruntime.settings import GpuSettings
 from mmaas.core.errors import CompatibilityError
 from mmaas.core.manifest import ModelInfo
+from mmaas.core.ort_io import ORT_FATAL, session_options
 from mmaas.core.samples import sample_inputs
 
 log = logging.getLogger("mmaas.server")
@@ -174,9 +175,10 @@ def _checked(
 def _session(
     path: Path, model: ModelInfo, gpu: GpuSettings, graphs: bool, cache_dir: Path, verbose: bool
 ) -> tuple[ort.InferenceSession, Placement]:
-    options = ort.SessionOptions()
-    # verbose: the placement lines (VerifyEachNodeIsAssignedToAnEp) are logged at level 0
-    options.log_severity_level = 0 if verbose else 3
+    """A GPU session; ``verbose``: with ONNX Runtime's log captured (the placement lines
+    are logged at level 0, a provider library that fails to load at level 3 by the default
+    logger, which mmaas otherwise keeps at FATAL)."""
+    options = session_options(ort)
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     chain = providers(
         gpu,
@@ -188,14 +190,20 @@ def _session(
     )
     if gpu.accelerator == "tensorrt":
         cache_dir.mkdir(parents=True, exist_ok=True)
-    with capture_fd2() as captured:
-        session = ort.InferenceSession(
-            str(path),
-            options,
-            providers=[name for name, _ in chain],
-            provider_options=[opts for _, opts in chain],
-            enable_fallback=0,
-        )
+    if verbose:
+        options.log_severity_level = 0
+        ort.set_default_logger_severity(3)
+    try:
+        with capture_fd2() as captured:
+            session = ort.InferenceSession(
+                str(path),
+                options,
+                providers=[name for name, _ in chain],
+                provider_options=[opts for _, opts in chain],
+                enable_fallback=0,
+            )
+    finally:
+        ort.set_default_logger_severity(ORT_FATAL)  # where mmaas keeps it
     return session, parse_placement(captured.text)
 
 
