@@ -7,7 +7,8 @@
 # Usage: bash scripts/gpu_carry.sh OUT_DIR [QWEN_FIXED_ONNX]
 # On the host:  MMAAS_GPU_WHEELS=OUT_DIR/wheels MMAAS_GPU_QWEN=.../qwen2_vl_vision_graphfix.onnx \
 #   MMAAS_GPU_QWEN_AS_EXPORTED=.../qwen2_vl_vision.onnx bash OUT_DIR/repo/scripts/gpu_run.sh OUT
-# onnxruntime-gpu itself (256 MB) travels separately (see docs/gpu.md).
+# onnxruntime-gpu itself (256 MB) travels separately: scripts/gpu_ort_parts.sh makes its
+# parts here, scripts/gpu_ort_env.sh joins them there (commands: docs/gpu.md).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 OUT=${1:?usage: gpu_carry.sh OUT_DIR [QWEN_FIXED_ONNX]}
@@ -35,7 +36,8 @@ cp -r "$ROOT/scripts" "$ROOT/tests" "$ROOT/pyproject.toml" "$OUT/repo/"
 find "$OUT/repo" -name __pycache__ -prune -exec rm -rf {} +
 for model in ppocr-det qwen-vl; do
   mkdir -p "$OUT/repo/models/$model"
-  cp "$ROOT/models/$model/model.yaml" "$ROOT/models/$model"/*.onnx "$OUT/repo/models/$model/"
+  onnx=$(sed -nE 's/^\s*path:\s*(\S+).*/\1/p' "$ROOT/models/$model/model.yaml" | head -n 1)
+  cp "$ROOT/models/$model/model.yaml" "$ROOT/models/$model/$onnx" "$OUT/repo/models/$model/"
 done
 if [[ -n ${2:-} ]]; then cp "$2" "$OUT/repo/models/qwen-vl/qwen2_vl_vision_graphfix.onnx"; fi
 du -sh "$OUT"

@@ -19,6 +19,8 @@
 #   MMAAS_GPU_QWEN_AS_EXPORTED  an export whose graph capture ONNX Runtime refuses, for
 #                      the test that the refusal names the nodes (optional)
 #   MMAAS_GPU_WORK     scratch folder (default /tmp/mmaas-gpu-run)
+#   MMAAS_GPU_BENCH_S  seconds per concurrency level of the benchmark (default 5)
+#   MMAAS_GPU_BENCH_ONLY  the models it measures (default "ppocr-det qwen-vl")
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -74,7 +76,9 @@ if wants bench; then
   say "benchmark"
   [[ -f $WORK/fp32/ppocr-det/.mmaas/engine/manifest.json ]] || "$PY" scripts/gpu_serve_check.py \
     "$WORK/fp32/ppocr-det" "$WORK/fp32/qwen-vl" --out "$WORK/compile.json" --work "$WORK/serve"
+  # shellcheck disable=SC2086 # the model names are words
   "$PY" scripts/bench_gpu.py "$WORK/fp32" --out "$OUT/gpu-bench.json" \
-    --duration "${MMAAS_GPU_BENCH_S:-5}" || status=1
+    --duration "${MMAAS_GPU_BENCH_S:-5}" --only ${MMAAS_GPU_BENCH_ONLY:-ppocr-det qwen-vl} \
+    || status=1
 fi
 exit $status

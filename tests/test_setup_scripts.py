@@ -26,6 +26,10 @@ SCRIPTS = [
     "scripts/base_recipe.sh",
     "scripts/test.sh",
     ".ci/run",
+    "scripts/gpu_run.sh",
+    "scripts/gpu_carry.sh",
+    "scripts/gpu_ort_parts.sh",
+    "scripts/gpu_ort_env.sh",
 ]
 PEM_BLOCK = re.compile(r"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----", re.S)
 
