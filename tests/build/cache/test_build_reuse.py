@@ -1,7 +1,8 @@
 """C13 and the engine cache against the real Docker engine (BuildKit): a runtime-settings
 change, a README change or a revision label never re-runs the engine compile; without the
 engine cache the compile layer itself is reused; the registry shares engines between
-machines; a failed gate fails the build.
+machines; a failed gate fails the build; a rebuild with nothing changed runs no Docker build
+(issue 13 item 9) unless the image under the tag is not the one that build verified.
 
 One model (a copy of ppocr-cls under a throw-away ``mmaas-test/`` repository) is built cold
 once per module; every test rebuilds it and reads BuildKit's step states from the output.
@@ -18,7 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from docker_fixtures import tampered_image
 from mmaas.build.cache.reuse import CacheOptions
+from mmaas.build.current import BUILD_DIGEST_LABEL
 from mmaas.build.pipeline import BuildResult, build_image
 from mmaas.build.registry import RegistryTarget
 from mmaas.core import proc
@@ -182,3 +185,41 @@ def test_a_failed_gate_fails_the_build_with_its_figures(model: Model, capsys) ->
     output = capsys.readouterr().err
     assert "mmaas stage: error: latency gate failed: p99 " in output
     assert "exceeds the budget 0.001 ms" in output
+
+
+def image_id(docker_cli: list[str], image: str) -> str:
+    """The local image id (``sha256:<hex>``) ``image`` names now."""
+    return proc.run([*docker_cli, "image", "inspect", "--format", "{{.Id}}", image]).stdout.strip()
+
+
+def test_an_unchanged_rebuild_runs_no_docker_build(model: Model, capsys, docker_cli) -> None:
+    first, _, _ = model.build(capsys)  # whatever earlier tests left under the tag
+    second, output, notes = model.build(capsys)
+    assert second.engine_cache == "current", notes
+    assert any(n.startswith(f"{second.image} is up to date (build digest ") for n in notes)
+    assert not re.search(r"^#\d+ ", output, re.MULTILINE)  # no BuildKit step at all
+    assert second.image_id == first.image_id == image_id(docker_cli, second.image)
+    assert second.labels == first.labels and second.manifest == first.manifest
+    assert second.labels[BUILD_DIGEST_LABEL].startswith("sha256:")
+    assert second.plan_digest == first.plan_digest
+    forced, output, _ = model.build(capsys, CacheOptions(root=model.cache, reuse_image=False))
+    assert forced.engine_cache == "hit" and re.search(r"^#\d+ ", output, re.MULTILINE)
+    revised, _, notes = model.build(capsys, revision="feed" * 10)
+    assert revised.engine_cache == "hit", notes  # another build digest: built
+    assert revised.labels[BUILD_DIGEST_LABEL] != second.labels[BUILD_DIGEST_LABEL]
+
+
+def test_an_image_retagged_over_the_build_is_rebuilt(model: Model, capsys, docker_cli) -> None:
+    """A derived image under the tag keeps the build-digest label but not the image id
+    the build verified: the build runs again and the tag names a verified image."""
+    built, _, _ = model.build(capsys)
+    engine = f"/opt/mmaas/model/{built.manifest.engine.path}"
+    tag = f"{built.image.rpartition(':')[0]}:tampered"
+    with tampered_image(docker_cli, built.image, engine, tag) as tampered:
+        proc.run([*docker_cli, "tag", tampered, built.image])
+        assert image_id(docker_cli, built.image) != built.image_id
+        result, output, notes = model.build(capsys)
+    assert f"{built.image} is not the image this digest's build verified: building" in notes
+    assert result.engine_cache == "hit" and re.search(r"^#\d+ ", output, re.MULTILINE)
+    assert image_id(docker_cli, built.image) == result.image_id
+    assert result.manifest.engine == model.cold.manifest.engine

@@ -15,7 +15,9 @@ checks before any Docker work (TensorRT: a GPU, C11, and the per-target tag), th
 route (ONNX Runtime: inside the compile build; TensorRT: ``docker build --target builder``
 then ``docker run --gpus all`` of it) and the labels it adds (TensorRT: C12). Checks of
 the built image: :mod:`mmaas.build.verify`; ``mmaas serve``'s local compile:
-:mod:`mmaas.build.local`.
+:mod:`mmaas.build.local`. A rebuild whose build digest matches a verified image already in
+the engine runs no Docker build at all (:mod:`mmaas.build.current`). The phases (``check``,
+``compile``, ``package``, ``verify``) are reported through ``phase`` as they start.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import secrets
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,7 +36,15 @@ from mmaas.backends import CompileBuild, get_target
 from mmaas.build import docker as docker_engine
 from mmaas.build.cache.key import builder_image, key_for
 from mmaas.build.cache.reuse import CacheOptions, Say, keep_engine, note, reuse_engine
-from mmaas.build.plan import MODEL_DIR, BuildPlan, engine_inputs, make_plan
+from mmaas.build.current import (
+    CurrentImage,
+    build_digest,
+    current_image,
+    labelled,
+    record_build,
+    records_root,
+)
+from mmaas.build.plan import ENGINE_CONTEXT, MODEL_DIR, BuildPlan, engine_inputs, make_plan
 from mmaas.build.render import render_dockerfile
 from mmaas.build.verify import check_labels, engine_labels
 from mmaas.build.wheel import pack_wheel
@@ -45,6 +56,11 @@ from mmaas.spec.onnx_graph import external_data_files
 
 TOOLKIT_DIR = Path(mmaas.__file__).resolve().parent
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc")
+Phase = Callable[[str, str], None]  # (phase, what): check, compile, package, verify
+
+
+def no_phase(name: str, detail: str) -> None:
+    """The default ``phase`` callback: phases are not shown."""
 
 
 @dataclass(frozen=True)
@@ -60,7 +76,7 @@ class BuildResult:
         seconds: wall time of the whole build, in seconds.
         engine_key: the engine-cache key (``sha256:<hex>``), or None when unknown.
         engine_cache: ``hit`` (local cache), ``hit-registry`` (pulled), ``miss``
-            (compiled) or ``off``.
+            (compiled), ``off``, or ``current``: the image was up to date, no Docker build ran.
     """
 
     image: str
@@ -119,11 +135,13 @@ def build_image(
     revision: str | None = None,
     cache: CacheOptions | None = None,
     say: Say = note,
+    phase: Phase = no_phase,
 ) -> BuildResult:
     """Build, verify and label the image of ``model``: take the engine from the engine cache
     (local, then registry) or compile it in the compile build (and keep it), then package
-    it in the package build. ``say`` reports hits, misses and dropped entries (default:
-    one ``mmaas:`` line on stderr each).
+    it in the package build; or, when the image of the same build digest is already there
+    and checks out, return it without any Docker build. ``say`` reports hits, misses and
+    dropped entries (default: one ``mmaas:`` line on stderr each); ``phase`` each phase.
 
     Raises:
         SpecError, DockerError, IntegrityError, BuildError: as their names say.
@@ -135,30 +153,57 @@ def build_image(
     image = f"{loaded.spec.image_repository}:{loaded.spec.image_tag}"
     extra_tag = target.preflight(loaded.spec, image)  # before any Docker work (C11)
     key = _engine_key(loaded, cache, say)
+    phase("check", image)
+    draft = _plan(loaded, ca_bundle, None, engine_key=key, engine_dir=Path(ENGINE_CONTEXT))
+    digest, records = build_digest(draft, [key], revision), records_root(cache.root)
+    if digest and cache.enabled and cache.reuse_image:
+        found, why = current_image(image, digest, records)
+        if why:
+            say(why)
+        if found is not None:
+            _tag(found.image, extra_tag, say)
+            return _result(found, started, key, "current")
     with tempfile.TemporaryDirectory(prefix="mmaas-build-") as scratch:
         work = Path(scratch)
         reuse = reuse_engine(loaded.spec.name, key, cache, work / "cached", say)
+        if not reuse.hit:
+            phase("compile", loaded.spec.name)
         engine_dir = reuse.path or compile_engine(loaded, key, work, ca_bundle)
         if key is not None and not reuse.hit:
             keep_engine(loaded.spec.name, key, engine_dir, cache, say)
         plan = _plan(loaded, ca_bundle, None, engine_key=key, engine_dir=engine_dir)
+        phase("package", plan.image)
         built = _build(plan, work / "package", plan.image)
+        phase("verify", plan.image)
         manifest = verify_model_dir(docker_engine.copy_from_image(built, MODEL_DIR, work / "model"))
-    labels = {**engine_labels(manifest, plan.digest, revision), **target.labels(manifest)}
-    image_id = docker_engine.add_labels(plan.image, labels)
-    check_labels(plan.image, manifest)
+        labels = {**engine_labels(manifest, plan.digest, revision), **target.labels(manifest)}
+        labels = labelled(labels, digest)
+        image_id = docker_engine.add_labels(plan.image, labels)
+        check_labels(plan.image, manifest)
+        done = CurrentImage(plan.image, image_id, labels, plan.digest, manifest)
+        if digest and cache.enabled:
+            record_build(records, digest, done, work / "model")
+    _tag(plan.image, extra_tag, say)
+    return _result(done, started, key, reuse.status)
+
+
+def _tag(image: str, extra_tag: str | None, say: Say) -> None:
     if extra_tag:
-        docker_engine.run(["tag", plan.image, extra_tag], check=True)
+        docker_engine.run(["tag", image, extra_tag], check=True)
         say(f"tagged {extra_tag} (this build's GPU target)")
+
+
+def _result(image: CurrentImage, started: float, key: str | None, status: str) -> BuildResult:
+    seconds = round(time.perf_counter() - started, 3)
     return BuildResult(
-        plan.image,
-        image_id,
-        manifest,
-        labels,
-        plan.digest,
-        round(time.perf_counter() - started, 3),
+        image.image,
+        image.image_id,
+        image.manifest,
+        image.labels,
+        image.plan_digest,
+        seconds,
         key,
-        reuse.status,
+        status,
     )
 
 

@@ -41,6 +41,12 @@ from mmaas.cli.options import ca_bundle_option, json_option
     "docker login).",
 )
 @click.option(
+    "--rebuild",
+    is_flag=True,
+    help="Run the Docker builds even when the local image was built and verified from the "
+    "same inputs (by default such an image is reused: no Docker build runs).",
+)
+@click.option(
     "--push",
     "push_to",
     metavar="HOST[:PORT]/NAMESPACE",
@@ -56,6 +62,7 @@ def command(
     engine_cache: bool,
     engine_cache_dir: Path | None,
     engine_cache_registry: str | None,
+    rebuild: bool,
     push_to: str | None,
     as_json: bool,
 ) -> None:
@@ -69,7 +76,7 @@ def command(
         model,
         ca_bundle=ca_bundle,
         revision=revision,
-        cache=CacheOptions(engine_cache, engine_cache_dir, registry),
+        cache=CacheOptions(engine_cache, engine_cache_dir, registry, reuse_image=not rebuild),
     )
     pushed = None
     if target is not None:

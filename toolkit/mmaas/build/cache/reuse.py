@@ -30,11 +30,15 @@ class CacheOptions:
         root: the local cache directory (None: ``$MMAAS_CACHE_DIR/engines`` or
             ``~/.cache/mmaas/engines``).
         registry: share entries through this registry (pull a hit, push a miss), or None.
+        reuse_image: with ``enabled``, run no Docker build when the local image of the
+            same build digest is the one a recorded build verified
+            (:mod:`mmaas.build.current`); False runs the builds anyway.
     """
 
     enabled: bool = True
     root: Path | None = None
     registry: RegistryTarget | None = None
+    reuse_image: bool = True
 
 
 @dataclass(frozen=True)
