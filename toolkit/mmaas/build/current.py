@@ -1,8 +1,8 @@
 """A rebuild with nothing changed does no Docker build (issue 13 item 9).
 
 The *build digest* is a sha256 over everything the package build's image is made from:
-the package plan's digest (template, values, generated files, labels), the rendered
-Dockerfile (a new template changes it), the bytes of every file and wheel it stages except
+the package plan's digest (template name, values, generated files, labels), the template's
+text (a new template changes it), the bytes of every file and wheel it stages except
 the engine directory, the engine-cache key of each engine (which stands for the engine
 directory: it covers everything the compile reads), the content of every image the
 Dockerfile starts from (:func:`~mmaas.build.cache.key.image_content`) and the
@@ -34,7 +34,7 @@ from mmaas.build import docker as docker_engine
 from mmaas.build.cache.key import content_digest, image_content
 from mmaas.build.cache.local import LOCK_TIMEOUT_S, EngineCache
 from mmaas.build.plan import ENGINE_CONTEXT, BuildPlan, ContextFile, ContextWheel
-from mmaas.build.render import render_dockerfile
+from mmaas.build.render import template_text
 from mmaas.build.verify import identity_labels
 from mmaas.core.errors import DockerError, IntegrityError
 from mmaas.core.files import assembled, atomic_write_text
@@ -86,7 +86,7 @@ def build_digest(
     ]
     body = {
         "plan": plan.digest,
-        "dockerfile": render_dockerfile(plan),
+        "template": bytes_digest(template_text(plan.template).encode()),
         "files": {item.target: content_digest(item) for item in [*staged, *plan.wheels]},
         "engines": list(engine_keys),
         "images": images,

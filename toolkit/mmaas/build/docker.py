@@ -14,7 +14,9 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -27,6 +29,7 @@ START_HINT = (
     "start the engine (as root: `dockerd &`, or run scripts/setup.sh), or point "
     "MMAAS_DOCKER at a client that reaches one"
 )
+_INSPECTED: ContextVar[dict[str, dict[str, Any]] | None] = ContextVar("inspected", default=None)
 HOST_HINT = (
     "DOCKER_HOST={host} is set, so the client asks that engine, not the local socket: "
     "start the engine there, correct DOCKER_HOST, or unset it to use the local one"
@@ -204,11 +207,15 @@ def add_labels(tag: str, labels: Mapping[str, str]) -> str:
 
 
 def inspect_image(image: str) -> dict[str, Any]:
-    """``docker image inspect`` of one image as a dict.
+    """``docker image inspect`` of one image as a dict (within :func:`inspections_once`,
+    asked once per name).
 
     Raises:
         DockerError: no such image.
     """
+    memo = _INSPECTED.get()
+    if memo is not None and image in memo:
+        return memo[image]
     result = run(["image", "inspect", image])
     if result.returncode != 0:
         raise DockerError(
@@ -216,7 +223,21 @@ def inspect_image(image: str) -> dict[str, Any]:
             hint="build it with `mmaas build` or pull it first",
         )
     data: list[dict[str, Any]] = json.loads(result.stdout)
+    if memo is not None:
+        memo[image] = data[0]
     return data[0]
+
+
+@contextmanager
+def inspections_once() -> Iterator[None]:
+    """Within the block, :func:`inspect_image` runs ``docker image inspect`` once per name
+    (each call costs a docker CLI process, ~0.1 s): for a build's checks before any
+    Docker build, which read the same base image for the engine key and the build digest."""
+    token = _INSPECTED.set({})
+    try:
+        yield
+    finally:
+        _INSPECTED.reset(token)
 
 
 def image_labels(image: str) -> dict[str, str]:

@@ -152,10 +152,11 @@ def build_image(
     target = get_target(loaded.spec.backend)
     image = f"{loaded.spec.image_repository}:{loaded.spec.image_tag}"
     extra_tag = target.preflight(loaded.spec, image)  # before any Docker work (C11)
-    key = _engine_key(loaded, cache, say)
     phase("check", image)
-    draft = _plan(loaded, ca_bundle, None, engine_key=key, engine_dir=Path(ENGINE_CONTEXT))
-    digest, records = build_digest(draft, [key], revision), records_root(cache.root)
+    with docker_engine.inspections_once():
+        key = _engine_key(loaded, cache, say)
+        draft = _plan(loaded, ca_bundle, None, engine_key=key, engine_dir=Path(ENGINE_CONTEXT))
+        digest, records = build_digest(draft, [key], revision), records_root(cache.root)
     if digest and cache.enabled and cache.reuse_image:
         found, why = current_image(image, digest, records)
         if why:
