@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -171,25 +171,47 @@ def _tensor(
 async def _level(
     client: Any, request: BenchRequest, inputs: list[InferInput], concurrency: int
 ) -> LevelResult:
+    async def call(index: int) -> None:
+        try:
+            await client.infer(request.model, inputs, model_version=request.model_version)
+        except InferenceServerException as exc:
+            raise CallFailed(f"{exc.status()}: {exc.message()[:120]}") from None
+
+    return await closed_loop(call, concurrency, request.duration_s, request.max_requests)
+
+
+class CallFailed(Exception):
+    """One request of a closed loop failed; the message is what the summary counts."""
+
+
+async def closed_loop(
+    call: Callable[[int], Awaitable[None]],
+    concurrency: int,
+    duration_s: float,
+    max_requests: int | None = None,
+) -> LevelResult:
+    """``concurrency`` clients (``call(client_index)``), each sending its next request as
+    soon as the last is answered, for ``duration_s`` seconds or ``max_requests`` requests;
+    a :class:`CallFailed` counts as an error, not a latency."""
     latencies: list[float] = []
     errors: Counter[str] = Counter()
-    budget = [request.max_requests if request.max_requests is not None else -1]
+    budget = [max_requests if max_requests is not None else -1]
     loop = asyncio.get_running_loop()
-    stop_at = loop.time() + request.duration_s
+    stop_at = loop.time() + duration_s
 
-    async def client_loop() -> None:
+    async def client_loop(index: int) -> None:
         while loop.time() < stop_at and budget[0] != 0:
             budget[0] -= 1
             started = time.perf_counter()
             try:
-                await client.infer(request.model, inputs, model_version=request.model_version)
-            except InferenceServerException as exc:
-                errors[f"{exc.status()}: {exc.message()[:120]}"] += 1
+                await call(index)
+            except CallFailed as exc:
+                errors[str(exc)] += 1
                 continue
             latencies.append((time.perf_counter() - started) * 1000)
 
     started = time.perf_counter()
-    await asyncio.gather(*(client_loop() for _ in range(concurrency)))
+    await asyncio.gather(*(client_loop(index) for index in range(concurrency)))
     elapsed = time.perf_counter() - started
     values = np.array(latencies) if latencies else np.array([float("nan")])
     p50, p90, p99 = (float(np.percentile(values, q)) for q in PERCENTILES)
