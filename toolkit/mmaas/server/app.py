@@ -87,7 +87,7 @@ async def run(settings: Settings, started: BringUp | None = None) -> None:
     )
     signals = Signals()
     server = grpc_server(settings, context, health)
-    http = HttpServer(create_app(repository, settings.http_read_timeout_s), settings)
+    http = HttpServer(create_app(context, settings.http_read_timeout_s), settings)
     metrics_http = _serve_metrics(settings, repository)
     await server.start()
     if settings.http_port:

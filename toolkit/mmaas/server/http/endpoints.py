@@ -11,19 +11,15 @@ load balancers treat 503 as "not ready", as KServe's own server does).
 
 from __future__ import annotations
 
-from typing import Any
-
-import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
 import mmaas
 from mmaas.server.grpc import config
-from mmaas.server.http.errors import failure_response, json_response
+from mmaas.server.http.errors import answer, json_response
 from mmaas.server.http.protojson import to_json
-from mmaas.server.inference import InferencePath, failure_of
+from mmaas.server.inference import InferencePath
 from mmaas.server.repository import ServedModel
-from mmaas.server.status import InvalidArgument, RequestError
 
 # Triton's extension names (ServerMetadata), for what this front end serves
 EXTENSIONS = (
@@ -31,9 +27,11 @@ EXTENSIONS = (
     "model_configuration",
     "statistics",
     "model_repository",
+    "system_shared_memory",
+    "logging",
+    "trace",
     "generate",
 )
-STATES = {"loading": "LOADING", "ready": "READY", "draining": "UNAVAILABLE"}
 CACHE_STATS = ("cache_hit", "cache_miss")
 
 
@@ -61,24 +59,19 @@ class Endpoints:
 
     async def model_ready(self, request: Request) -> Response:
         """``GET /v2/models/{m}[/versions/{v}]/ready``: 200, 503 not ready, 404 unknown."""
-        return await _answer(self._model_ready, request)
+        return await answer(self._model_ready, request)
 
     async def metadata(self, request: Request) -> Response:
         """``GET /v2/models/{m}[/versions/{v}]``: ``$metadata_model_response``."""
-        return await _answer(self._metadata, request)
+        return await answer(self._metadata, request)
 
     async def config(self, request: Request) -> Response:
         """``GET /v2/models/{m}[/versions/{v}]/config``: Triton's ModelConfig as JSON."""
-        return await _answer(self._config, request)
+        return await answer(self._config, request)
 
     async def statistics(self, request: Request) -> Response:
         """``GET /v2/models[/{m}[/versions/{v}]]/stats``: Triton's statistics extension."""
-        return await _answer(self._statistics, request)
-
-    async def repository_index(self, request: Request) -> Response:
-        """``POST /v2/repository/index`` (body ``{"ready": bool}`` optional): every served
-        model with its state (``READY``, ``LOADING``, ``UNAVAILABLE`` while draining)."""
-        return await _answer(self._index, request)
+        return await answer(self._statistics, request)
 
     async def _model_ready(self, request: Request) -> Response:
         model = self._lookup(request)
@@ -104,44 +97,6 @@ class Endpoints:
                 getattr(stats.inference_stats, name).SetInParent()
         return json_response(to_json(message))
 
-    async def _index(self, request: Request) -> Response:
-        body = await request.body()
-        options = _json_object(body, "the repository index request")
-        only_ready = options.get("ready", False)
-        if not isinstance(only_ready, bool):
-            raise InvalidArgument("'ready' in the repository index request must be true or false")
-        entries = [
-            {
-                "name": model.name,
-                "version": model.version,
-                "state": STATES.get(model.state, "UNKNOWN"),
-                "reason": "" if model.ready else model.state,
-            }
-            for model in self.repository
-            if model.ready or not only_ready
-        ]
-        return json_response(entries)
-
     def _lookup(self, request: Request) -> ServedModel:
         params = request.path_params
         return self.path.lookup(params["model"], params.get("version", ""))
-
-
-def _json_object(body: bytes, what: str) -> dict[str, Any]:
-    if not body.strip():
-        return {}
-    try:
-        document = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise InvalidArgument(f"{what} is not valid JSON: {exc}") from None
-    if not isinstance(document, dict):
-        raise InvalidArgument(f"{what} must be a JSON object")
-    return document
-
-
-async def _answer(method: Any, request: Request) -> Response:
-    try:
-        response: Response = await method(request)
-        return response
-    except RequestError as exc:
-        return failure_response(failure_of(exc), exc)

@@ -7,6 +7,7 @@ status of each request-path status name (Triton's ``HttpCodeFromError``,
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
@@ -14,7 +15,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from mmaas.server.inference import Failure
+from mmaas.server.inference import Failure, failure_of
 from mmaas.server.status import RequestError
 
 JSON = "application/json"
@@ -75,3 +76,11 @@ async def server_error(request: Request, exc: Exception) -> Response:
     """A bug: logged with its traceback, answered 500 with a KServe error body."""
     log.error("HTTP %s %s failed", request.method, request.url.path, exc_info=exc)
     return error_response(f"internal server error: {type(exc).__name__}: {exc}", 500)
+
+
+async def answer(method: Callable[[Request], Awaitable[Response]], request: Request) -> Response:
+    """``method(request)``, or the KServe error body of the request error it raises."""
+    try:
+        return await method(request)
+    except RequestError as exc:
+        return failure_response(failure_of(exc), exc)

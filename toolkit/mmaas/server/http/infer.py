@@ -26,9 +26,15 @@ from mmaas.server.http.request import (
     parse_body,
     raw_body,
 )
-from mmaas.server.http.tensors import decode_inputs, encode_response, output_datatype
+from mmaas.server.http.tensors import (
+    decode_inputs,
+    encode_response,
+    output_datatype,
+    raw_bytes,
+)
 from mmaas.server.inference import InferencePath, Outcome, failure_of
 from mmaas.server.repository import ServedModel
+from mmaas.server.shm import SystemSharedMemory
 from mmaas.server.status import InvalidArgument, RequestError
 
 UNSUPPORTED_OUTPUT_PARAMETERS = {
@@ -37,10 +43,12 @@ UNSUPPORTED_OUTPUT_PARAMETERS = {
 
 
 class InferEndpoint:
-    """The infer endpoint over one request path; ``read_timeout_s`` bounds the body."""
+    """The infer endpoint over one request path; ``shm`` is the server's system shared
+    memory registry; ``read_timeout_s`` bounds the body."""
 
-    def __init__(self, path: InferencePath, read_timeout_s: float) -> None:
+    def __init__(self, path: InferencePath, shm: SystemSharedMemory, read_timeout_s: float):
         self.path = path
+        self.shm = shm
         self.read_timeout_s = read_timeout_s
 
     async def handle(self, request: Request) -> Response:
@@ -64,8 +72,8 @@ class InferEndpoint:
         outcome.request_id = body.id
         requested = [output.name for output in body.outputs]
         names = self.path.admit(model, len(data), body.headers, requested)
-        _check_outputs(body)
-        arrays = decode_inputs(body, json_length is not None)
+        self._check_outputs(body)
+        arrays = decode_inputs(body, json_length is not None, self.shm)
         results = await self.path.run(model, arrays, names, None)
         head: dict[str, Any] = {"model_name": model.name, "model_version": model.version}
         if body.id:
@@ -80,6 +88,10 @@ class InferEndpoint:
             )
             for name, array in results.items()
         ]
+        for output, datatype, array in outputs:
+            if output.ref is not None:
+                data = raw_bytes(datatype, array)
+                self.shm.write(output.ref, data, f"output {output.name!r}")
         content, json_size = encode_response(head, outputs)
         if json_size is None:
             return Response(content, media_type=JSON)
@@ -87,14 +99,13 @@ class InferEndpoint:
             content, media_type="application/octet-stream", headers={HEADER: str(json_size)}
         )
 
-
-def _check_outputs(body: InferBody) -> None:
-    for output in body.outputs:
-        for key, why in UNSUPPORTED_OUTPUT_PARAMETERS.items():
-            if key in output.parameters:
-                raise InvalidArgument(f"output {output.name!r}: parameter {key!r}: {why}")
-        if "shared_memory_region" in output.parameters:
-            raise InvalidArgument(
-                f"output {output.name!r}: shared memory is not supported by this server; "
-                "leave shared_memory_region out to receive the data in the response"
-            )
+    def _check_outputs(self, body: InferBody) -> None:
+        """Refuse unsupported output parameters, and shared memory places that cannot be
+        written, before anything is computed."""
+        for output in body.outputs:
+            where = f"output {output.name!r}"
+            for key, why in UNSUPPORTED_OUTPUT_PARAMETERS.items():
+                if key in output.parameters:
+                    raise InvalidArgument(f"{where}: parameter {key!r}: {why}")
+            if output.ref is not None:
+                self.shm.check(output.ref, where)

@@ -18,6 +18,7 @@ import orjson
 from mmaas.core.datatypes import NUMPY_BY_DATATYPE
 from mmaas.core.manifest import ModelInfo
 from mmaas.server.grpc.converters import encode_bytes
+from mmaas.server.shm import TensorRef, tensor_ref
 from mmaas.server.status import InvalidArgument
 
 HEADER = "Inference-Header-Content-Length"
@@ -42,6 +43,7 @@ class OutputTensor:
     name: str
     binary: bool
     parameters: dict[str, Any] = field(default_factory=dict)
+    ref: TensorRef | None = None  # its system shared memory region, if it names one
 
 
 @dataclass(frozen=True)
@@ -202,13 +204,14 @@ def _output(item: Any, index: int, default_binary: bool) -> OutputTensor:
     binary = parameters.get("binary_data", default_binary)
     if not isinstance(binary, bool):
         raise InvalidArgument(f"output {name!r}: parameters.binary_data must be true or false")
-    if binary and "shared_memory_region" in parameters:
-        binary = False  # the region receives the data (Triton: only an explicit true clashes)
+    ref = tensor_ref(parameters, f"output {name!r}")
+    if ref is not None:
         if parameters.get("binary_data") is True:
             raise InvalidArgument(
                 f"output {name!r} can't set both 'shared_memory_region' and 'binary_data'"
             )
-    return OutputTensor(name, binary, parameters)
+        binary = False  # the region receives the data (Triton: only an explicit true clashes)
+    return OutputTensor(name, binary, parameters, ref)
 
 
 def _object(value: Any, where: str) -> dict[str, Any]:

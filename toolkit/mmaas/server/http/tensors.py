@@ -15,7 +15,7 @@ tensor and the field, before any allocation that its claims would size.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -24,22 +24,21 @@ import orjson
 from mmaas.core.datatypes import NUMPY_BY_DATATYPE, from_numpy
 from mmaas.server.grpc.converters import decode_bytes, encode_bytes
 from mmaas.server.http.request import HEADER, InferBody, InputTensor, OutputTensor
+from mmaas.server.shm import SystemSharedMemory, tensor_ref
 from mmaas.server.status import InvalidArgument
 
 SOURCES = ("data", "binary_data_size", "shared_memory_region")
 # numpy kinds a JSON array may hold for each kind of datatype (JSON numbers: int or float)
 ACCEPTED_KINDS = {"f": "fiu", "i": "iu", "u": "iu", "b": "b"}
 KIND_NAMES = {"f": "numbers", "i": "integers", "u": "integers", "b": "booleans"}
-# read(name, region, offset, byte_size) -> the region's bytes (system shared memory)
-RegionReader = Callable[[str, str, int, int], memoryview]
 
 
 def decode_inputs(
-    body: InferBody, has_header: bool, read_region: RegionReader | None = None
+    body: InferBody, has_header: bool, shm: SystemSharedMemory | None = None
 ) -> dict[str, np.ndarray]:
     """Each input's array from its one source: JSON ``data``, ``binary_data_size`` bytes
-    of the binary part (in input order), or a system shared memory region
-    (``read_region``). ``has_header``: the request sent ``Inference-Header-Content-Length``.
+    of the binary part (in input order), or a system shared memory region (``shm``, the
+    server's registry). ``has_header``: the request sent ``Inference-Header-Content-Length``.
 
     Raises:
         InvalidArgument: no source or several, sizes that disagree with the shape, binary
@@ -68,7 +67,7 @@ def decode_inputs(
             arrays[tensor.name], used = _from_binary(tensor, body.binary[offset:], offset)
             offset += used
         else:
-            arrays[tensor.name] = _from_region(tensor, read_region)
+            arrays[tensor.name] = _from_region(tensor, shm)
     if offset != len(body.binary):
         raise InvalidArgument(
             f"unexpected additional input data: {len(body.binary) - offset} bytes after the "
@@ -161,8 +160,10 @@ def encode_response(
     for request, datatype, array in outputs:
         document: dict[str, Any] = {"name": request.name, "datatype": datatype}
         document["shape"] = list(array.shape)
-        if request.binary:
-            blob = _to_bytes(datatype, array)
+        if request.ref is not None:
+            pass  # written to its shared memory region: name, datatype and shape only
+        elif request.binary:
+            blob = raw_bytes(datatype, array)
             document["parameters"] = {"binary_data_size": len(blob)}
             blobs.append(blob)
         else:
@@ -198,27 +199,12 @@ def _from_binary(tensor: InputTensor, rest: memoryview, offset: int) -> tuple[np
     return from_array(tensor, rest[:size]), size
 
 
-def _from_region(tensor: InputTensor, read_region: RegionReader | None) -> np.ndarray:
-    parameters = tensor.parameters
-    if read_region is None:
-        raise InvalidArgument(
-            f"input {tensor.name!r}: shared memory is not supported by this server; "
-            "send the data in the request"
-        )
-    region = parameters["shared_memory_region"]
-    if not isinstance(region, str):
-        raise InvalidArgument(f"input {tensor.name!r}: shared_memory_region must be a string")
-    offset = _count(tensor, "shared_memory_offset", parameters.get("shared_memory_offset", 0))
-    size = _count(tensor, "shared_memory_byte_size", parameters.get("shared_memory_byte_size"))
-    return from_array(tensor, read_region(tensor.name, region, offset, size))
-
-
-def _count(tensor: InputTensor, key: str, value: Any) -> int:
-    if type(value) is not int or value < 0:
-        raise InvalidArgument(
-            f"input {tensor.name!r}: {key} must be a non-negative integer, got {value!r}"
-        )
-    return int(value)
+def _from_region(tensor: InputTensor, shm: SystemSharedMemory | None) -> np.ndarray:
+    where = f"input {tensor.name!r}"
+    ref = tensor_ref(tensor.parameters, where)
+    if shm is None or ref is None:
+        raise InvalidArgument(f"{where}: shared memory is not served here; send the data")
+    return from_array(tensor, shm.read(ref, where))
 
 
 def _bytes_from_json(values: np.ndarray, shape: tuple[int, ...], where: str) -> np.ndarray:
@@ -243,7 +229,9 @@ def _kind(values: np.ndarray) -> str:
     }.get(values.dtype.kind, "values of mixed JSON types")
 
 
-def _to_bytes(datatype: str, array: np.ndarray) -> bytes:
+def raw_bytes(datatype: str, array: np.ndarray) -> bytes:
+    """An output's bytes as the binary extension and shared memory carry them
+    (little-endian, row-major; BYTES as 4-byte length + bytes per element)."""
     if datatype == "BYTES":
         return encode_bytes([_element(value) for value in array.reshape(-1)])
     return np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<")).tobytes()
