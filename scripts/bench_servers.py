@@ -77,7 +77,10 @@ class Server:
                 self.process.wait()
 
 
-def mmaas_server(model_dir: Path, work: Path, name: str, **env: str) -> Server:
+def mmaas_server(
+    model_dir: Path, work: Path, name: str, argv: list[str] | None = None, **env: str
+) -> Server:
+    """``python -m mmaas.server`` (or ``argv``) on ``model_dir`` with ``env`` added."""
     port, http_port = free_port(), free_port()
     settings = {
         "MMAAS_MODEL_DIR": str(model_dir),
@@ -88,8 +91,8 @@ def mmaas_server(model_dir: Path, work: Path, name: str, **env: str) -> Server:
         "MMAAS_SHUTDOWN_GRACE_S": "0",
         **env,
     }
-    argv = [sys.executable, "-m", "mmaas.server"]
-    return Server(argv, settings, port, http_port, work / f"{name}.log")
+    command = argv or [sys.executable, "-m", "mmaas.server"]
+    return Server(command, settings, port, http_port, work / f"{name}.log")
 
 
 def mlserver(
