@@ -105,8 +105,8 @@ def test_region_checks_are_kserve_errors(server, regions) -> None:
         tensor.set_shared_memory("small", 110592)
         error = refused(client.infer, "ppocr-cls", [tensor])
         assert error.status() == "400" and "passes its end" in error.message()
-        ok_input_key, ok_handle = regions("input", 110592)
-        client.register_system_shared_memory("input", ok_input_key, 110592)
+        input_key, _ = regions("input", 110592)
+        client.register_system_shared_memory("input", input_key, 110592)
         tensor.set_shared_memory("input", 110592)
         output = triton.InferRequestedOutput(OUTPUT, binary_data=False)
         output.set_shared_memory("small", 4)
@@ -166,33 +166,13 @@ def test_perf_analyzer_over_http(server: RunningServer, shared_memory: str) -> N
 
 
 def test_kserve_sdk_rest_client(server: RunningServer) -> None:
-    script = """
-import asyncio, json, sys
-import numpy as np
-from kserve import InferenceRESTClient, InferInput, InferRequest, RESTConfig
-
-async def main(url):
-    client = InferenceRESTClient(RESTConfig(protocol="v2", retries=0))
-    assert await client.is_server_live(url) and await client.is_server_ready(url)
-    assert await client.is_model_ready(url, "ppocr-cls")
-    data = np.full((1, 3, 48, 192), 0.5, np.float32)
-    tensor = InferInput("x", [1, 3, 48, 192], "FP32")
-    tensor.set_data_from_numpy(data, binary_data=False)
-    reply = await client.infer(url, InferRequest("ppocr-cls", [tensor], request_id="k1"), "ppocr-cls")
-    out = reply.outputs[0]
-    try:
-        await client.infer(url, InferRequest("nope", [tensor]), "nope")
-        error = None
-    except Exception as exc:
-        error = str(exc)
-    print(json.dumps({"id": reply.id, "name": out.name, "shape": out.shape, "data": out.data, "error": error}))
-    await client.close()
-
-asyncio.run(main(sys.argv[1]))
-"""
     assert KSERVE_PYTHON.exists(), "the KServe SDK venv is missing: run scripts/setup.sh"
     run = subprocess.run(
-        [str(KSERVE_PYTHON), "-c", script, f"http://{server.http_url}"],
+        [
+            str(KSERVE_PYTHON),
+            str(Path(__file__).with_name("kserve_rest.py")),
+            f"http://{server.http_url}",
+        ],
         capture_output=True,
         text=True,
         timeout=120,
