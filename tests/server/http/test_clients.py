@@ -20,7 +20,9 @@ import tritonclient.http as triton
 import tritonclient.http.aio as triton_aio
 from tritonclient.utils import InferenceServerException
 
-from ..conftest import RunningServer
+from tls import make_certificates
+
+from ..conftest import ClientTls, RunningServer
 
 CLS_OUTPUT = "save_infer_model/scale_0.tmp_1"
 CURL = shutil.which("curl")
@@ -254,3 +256,24 @@ def test_requested_outputs_mixed_binary_and_json(module_server, two_outputs_dir:
             outputs=[triton.InferRequestedOutput("nope")],
         )
     assert info.value.status() == "400" and "unknown output 'nope'" in info.value.message()
+
+
+def test_tls_and_mutual_tls_apply_to_the_http_port(
+    start_server, two_outputs_dir: Path, tmp_path: Path
+) -> None:
+    certs = make_certificates(tmp_path)
+    env = {"MMAAS_TLS_CERT": str(certs["server"]), "MMAAS_TLS_KEY": str(certs["server-key"])}
+    server = start_server(two_outputs_dir, tls=ClientTls(certs["ca"]), **env)
+    url = f"https://{server.http_url}/v2/health/ready"
+    assert json.loads(curl("-f", "--cacert", str(certs["ca"]), url).stdout) == {"ready": True}
+    assert curl("-f", f"http://{server.http_url}/v2/health/ready").returncode != 0
+    mutual = start_server(
+        two_outputs_dir,
+        tls=ClientTls(certs["ca"], cert=certs["client"], key=certs["client-key"]),
+        MMAAS_TLS_CLIENT_CA=str(certs["ca"]),
+        **env,
+    )
+    url = f"https://{mutual.http_url}/v2/health/ready"
+    identity = ["--cert", str(certs["client"]), "--key", str(certs["client-key"])]
+    assert curl("-f", "--cacert", str(certs["ca"]), *identity, url).returncode == 0
+    assert curl("-f", "--cacert", str(certs["ca"]), url).returncode != 0
