@@ -7,12 +7,14 @@ import json
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
 import pytest
 import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
 from scripts import demo_request as demo
 from tritonclient.utils import InferenceServerException
 
@@ -47,7 +49,7 @@ def built(docker_cli: list[str], base_image: str, ppocr_models: dict[str, Path])
 @pytest.fixture(scope="module")
 def server(built: dict, docker_cli: list[str]):
     """A running container of the image, SERVING on a loopback port."""
-    with run_container(docker_cli, IMAGE, ports=[8001]) as container:
+    with run_container(docker_cli, IMAGE, ports=[8001, 8000]) as container:
         wait_for_grpc_serving(container.port, timeout=60, container=container)
         yield container
 
@@ -84,6 +86,19 @@ def test_the_image_healthcheck_asks_grpc_health(server, docker_cli: list[str]) -
     while (health := server.state()["Health"]["Status"]) != "healthy":  # type: ignore[index]
         assert health == "starting" and time.monotonic() < deadline, server.state()
         time.sleep(1)
+
+
+def test_the_image_serves_http_on_8000_like_grpc(server, reference) -> None:
+    """The README's `docker run -p 8000:8000 ...` + curl/tritonclient.http path."""
+    http_url = f"127.0.0.1:{server.ports[8000]}"
+    with urllib.request.urlopen(f"http://{http_url}/v2/health/ready", timeout=10) as reply:
+        assert json.loads(reply.read()) == {"ready": True}
+    array = demo.det_input(demo.render_text_image(320, 320))
+    tensor = httpclient.InferInput("x", list(array.shape), "FP32")
+    tensor.set_data_from_numpy(array)
+    result = httpclient.InferenceServerClient(http_url).infer("ppocr-det", [tensor])
+    over_grpc, _ = demo.infer(f"127.0.0.1:{server.port}", "ppocr-det", array)
+    np.testing.assert_array_equal(result.as_numpy("sigmoid_0.tmp_0"), over_grpc)
 
 
 @pytest.mark.parametrize("size", ["640x640", "320x480"])
