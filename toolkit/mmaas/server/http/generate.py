@@ -35,7 +35,7 @@ from starlette.responses import Response, StreamingResponse
 from mmaas.server.http.body import read_body
 from mmaas.server.http.errors import JSON, failure_response
 from mmaas.server.http.request import InputTensor
-from mmaas.server.http.tensors import from_json, json_data
+from mmaas.server.http.tensors import from_json, json_data, output_datatype
 from mmaas.server.inference import InferencePath, Outcome, failure_of
 from mmaas.server.repository import ServedModel
 from mmaas.server.signature import describe
@@ -54,9 +54,10 @@ class GenerateEndpoints:
 
     async def generate(self, request: Request) -> Response:
         """One JSON answer: the model's whole response (a decoupled model's joined one)."""
-        model, failed = self._lookup(request)
-        if model is None:
-            return failed
+        try:
+            model = self._lookup(request)
+        except RequestError as exc:  # an unknown model has no statistics to count it in
+            return failure_response(failure_of(exc), exc)
         async with self.path.accounted(model, "") as outcome:
             try:
                 arrays, names, request_id = await self._admit(request, model, outcome)
@@ -67,9 +68,10 @@ class GenerateEndpoints:
 
     async def generate_stream(self, request: Request) -> Response:
         """Server-sent events, one per response (see the module docstring)."""
-        model, failed = self._lookup(request)
-        if model is None:
-            return failed
+        try:
+            model = self._lookup(request)
+        except RequestError as exc:  # an unknown model has no statistics to count it in
+            return failure_response(failure_of(exc), exc)
         stack = contextlib.AsyncExitStack()
         outcome = await stack.enter_async_context(self.path.accounted(model, ""))
         try:
@@ -83,12 +85,9 @@ class GenerateEndpoints:
         events = _events(model, request_id, first, responses, outcome, stack)
         return StreamingResponse(events, media_type=EVENT_STREAM)
 
-    def _lookup(self, request: Request) -> tuple[ServedModel | None, Response]:
+    def _lookup(self, request: Request) -> ServedModel:
         params = request.path_params
-        try:
-            return self.path.lookup(params["model"], params.get("version", "")), Response()
-        except RequestError as exc:
-            return None, failure_response(failure_of(exc), exc)
+        return self.path.lookup(params["model"], params.get("version", ""))
 
     async def _admit(
         self, request: Request, model: ServedModel, outcome: Outcome
@@ -141,9 +140,7 @@ def _document(model: ServedModel, request_id: str, outputs: Mapping[str, np.ndar
         document["id"] = request_id
     declared = {tensor.name: tensor.datatype for tensor in model.info.outputs}
     for name, array in outputs.items():
-        values = json_data(
-            name, declared.get(name, "BYTES" if array.dtype == object else ""), array
-        )
+        values = json_data(name, output_datatype(declared.get(name), array), array)
         document[name] = values[0] if len(values) == 1 else values
     return document
 
