@@ -277,3 +277,31 @@ def test_tls_and_mutual_tls_apply_to_the_http_port(
     identity = ["--cert", str(certs["client"]), "--key", str(certs["client-key"])]
     assert curl("-f", "--cacert", str(certs["ca"]), *identity, url).returncode == 0
     assert curl("-f", "--cacert", str(certs["ca"]), url).returncode != 0
+
+
+def test_http_requests_are_batched_and_limited_by_the_same_scheduler(
+    start_server, two_outputs_dir: Path
+) -> None:
+    server = start_server(
+        two_outputs_dir,
+        MMAAS_DYNAMIC_BATCHING="true",
+        MMAAS_MAX_QUEUE_DELAY_US="200000",
+        MMAAS_PREFERRED_BATCH_SIZES="8",
+    )
+    rows = [np.full((1, 4), i, np.float32) for i in range(8)]
+
+    async def burst() -> list[np.ndarray]:
+        client = triton_aio.InferenceServerClient(server.http_url)
+        try:
+            calls = [client.infer("two-outputs", [http_input("x", r, "FP32")]) for r in rows]
+            return [result.as_numpy("boxes") for result in await asyncio.gather(*calls)]
+        finally:
+            await client.close()
+
+    answers = asyncio.run(burst())
+    for row, boxes in zip(rows, answers, strict=True):
+        np.testing.assert_array_equal(boxes, 2 * row)  # each caller gets its own row back
+    stats = triton.InferenceServerClient(server.http_url).get_inference_statistics("two-outputs")
+    model = stats["model_stats"][0]
+    assert model["inference_count"] == 8 and model["execution_count"] < 8
+    assert any(batch["batch_size"] > 1 for batch in model["batch_stats"])
