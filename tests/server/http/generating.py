@@ -16,12 +16,12 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 import numpy as np
 
 from mmaas.core.manifest import ModelInfo, TensorInfo
+from mmaas.server.context import ServerContext
 from mmaas.server.http.routes import create_app
 from mmaas.server.http.server import HttpServer
 from mmaas.server.metrics import ModelMetrics
 from mmaas.server.repository import ConfigFacts, Repository, ServedModel
 from mmaas.server.settings import Settings
-from mmaas.server.shm import SystemSharedMemory
 from mmaas.server.streaming import Response
 
 STEP_S = 0.05
@@ -81,7 +81,7 @@ def echo_model() -> ServedModel:
 async def main(port: int) -> None:
     settings = Settings(host="127.0.0.1", http_port=port)
     server = HttpServer(
-        create_app(Repository([echo_model()]), SystemSharedMemory(), 30.0), settings
+        create_app(ServerContext.create(Repository([echo_model()]), "test"), 30.0), settings
     )
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
