@@ -40,8 +40,12 @@ class Server:
     ) -> None:
         self.port, self.http_port, self.log = port, http_port, log
         with log.open("wb") as stream:
-            self.process = subprocess.Popen(
-                argv, env={**os.environ, **env}, stdout=stream, stderr=subprocess.STDOUT
+            self.process = subprocess.Popen(  # in the work folder: MLServer writes .metrics/
+                argv,
+                env={**os.environ, **env},
+                stdout=stream,
+                stderr=subprocess.STDOUT,
+                cwd=log.parent,
             )
         self.started = time.monotonic()
 

@@ -7,6 +7,7 @@ is the same for every server measured. Needs aiohttp (tritonclient[http] brings 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
@@ -73,11 +74,15 @@ async def _measure(
 
         async def call(index: int) -> None:
             body, headers = body_of(index)
-            async with session.post(url, data=body, headers=headers) as reply:
-                data = await reply.read()
-                if reply.status != 200:
-                    raise CallFailed(f"HTTP {reply.status}: {data[:120]!r}")
+            try:
+                async with session.post(url, data=body, headers=headers) as reply:
+                    data = await reply.read()
+            except aiohttp.ClientError as exc:  # the server closed or reset the connection
+                raise CallFailed(f"{type(exc).__name__}: {exc}"[:120]) from None
+            if reply.status != 200:
+                raise CallFailed(f"HTTP {reply.status}: {data[:120]!r}")
 
         for _ in range(warmup_requests):
-            await call(0)
+            with contextlib.suppress(CallFailed):  # counted in the levels, not here
+                await call(0)
         return [await closed_loop(call, level, duration_s) for level in concurrency]
