@@ -1,8 +1,9 @@
 """A test-only generating model behind the real HTTP front end (Granian + Starlette +
 the request path), for the generate extension's tests: ``python -m server.http.generating
 PORT`` (``tests`` on ``sys.path``) serves model ``echo``: ``text_input`` BYTES [1] (+
-optional ``max_tokens`` INT32 [1]) -> ``text_output`` BYTES [1], one response per word
-every :data:`STEP_S` seconds; a text holding ``FAIL`` fails after its first word. The
+optional ``max_tokens`` INT32 [1] and ``image`` BYTES [0..4]) -> ``text_output`` BYTES
+[1], one response per word every :data:`STEP_S` seconds (an image first answers
+``<N-bytes>``, its size); a text holding ``FAIL`` fails after its first word. The
 decoupled executor prints ``closed after N words`` on stderr when its iterator ends, so a
 test sees when a departing client stopped the generation."""
 
@@ -44,7 +45,8 @@ class Echo:
         self, inputs: Mapping[str, np.ndarray], outputs: Sequence[str], timeout_s: float | None
     ) -> AsyncIterator[Response]:
         text = inputs["text_input"].reshape(-1)[0]
-        words = text.split()
+        images = inputs["image"].reshape(-1) if "image" in inputs else ()
+        words = [f"<{len(image)}-bytes>".encode() for image in images] + text.split()
         limit = int(inputs["max_tokens"].reshape(-1)[0]) if "max_tokens" in inputs else len(words)
         sent = 0
         try:
@@ -69,6 +71,7 @@ def echo_model() -> ServedModel:
         inputs=(
             TensorInfo("text_input", "BYTES", (1,)),
             TensorInfo("max_tokens", "INT32", (1,), optional=True),
+            TensorInfo("image", "BYTES", (-1,), min=(0,), max=(4,), optional=True),
         ),
         outputs=(TensorInfo("text_output", "BYTES", (1,)),),
     )

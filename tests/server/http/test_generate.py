@@ -6,6 +6,7 @@ generation within a step, and a request invalid from the start is a plain 400 (C
 
 from __future__ import annotations
 
+import base64
 import http.client
 import json
 import os
@@ -82,6 +83,18 @@ def test_generate_joins_the_answer(echo: Generating) -> None:
         {"text_input": "a b c", "parameters": {"max_tokens": 2}},
     )
     assert json.loads(capped.read())["text_output"] == "a b"
+
+
+def test_a_picture_as_a_base64_data_url_reaches_the_model_as_bytes(echo: Generating) -> None:
+    picture = b"\x89PNG\r\n\x1a\n\x00\xff"
+    url = "data:image/png;base64," + base64.b64encode(picture).decode()
+    reply = echo.post("/v2/models/echo/generate", {"text_input": "seen", "image": [url]})
+    assert json.loads(reply.read())["text_output"] == "<10-bytes> seen"
+    broken = echo.post(
+        "/v2/models/echo/generate", {"text_input": "x", "image": ["data:image/png;base64,%%%"]}
+    )
+    assert broken.status == 400
+    assert "does not hold valid base64" in json.loads(broken.read())["error"]
 
 
 def test_generate_stream_one_event_per_word_and_one_final(echo: Generating) -> None:

@@ -9,6 +9,8 @@ Request: a JSON object; ``id`` (string) is echoed, every other top-level key and
 of ``parameters`` names an input of the model (``text_input``, ``max_tokens``...), its
 value a JSON scalar or flat array of the input's datatype, shaped ``[1, ..., 1, n]`` to the
 input's rank. An unknown key is refused naming the inputs (C30: a misspelt parameter).
+A BYTES value may be a base64 data URL (``data:image/png;base64,...``): the input gets
+the bytes it encodes (a picture for a vision-language model).
 Response: ``{"id"?, "model_name", "model_version", <output>: value...}``, a one-element
 output as a scalar (``"text_output": "..."``).
 
@@ -23,6 +25,7 @@ When the client leaves, the model's iterator is closed (it stops within one step
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
@@ -101,7 +104,7 @@ class GenerateEndpoints:
         tensors = _tensors(model, document)
         headers = [(t.name, t.datatype, t.shape) for t in tensors]
         names = self.path.admit(model, len(data), headers, [])
-        return {t.name: from_json(t) for t in tensors}, names, request_id
+        return {t.name: _array(t) for t in tensors}, names, request_id
 
 
 async def _events(
@@ -162,6 +165,39 @@ def _tensors(model: ServedModel, document: dict[str, Any]) -> list[InputTensor]:
         shape = (*[1] * (len(tensor.shape) - 1), len(values))
         tensors.append(InputTensor(name, tensor.datatype, shape, {}, values))
     return tensors
+
+
+def _array(tensor: InputTensor) -> np.ndarray:
+    """The input's array; a BYTES string that is a base64 data URL
+    (``data:image/png;base64,...``, as OpenAI-style clients send pictures) becomes the
+    bytes it encodes, since JSON strings cannot carry binary data."""
+    if tensor.datatype != "BYTES" or not any(_is_data_url(v) for v in tensor.data):
+        return from_json(tensor)
+    elements = []
+    for index, value in enumerate(tensor.data):
+        if not isinstance(value, str):
+            raise InvalidArgument(
+                f"input {tensor.name!r}: data holds {value!r:.20}, BYTES takes strings"
+            )
+        elements.append(
+            _decoded(tensor.name, index, value) if _is_data_url(value) else value.encode()
+        )
+    array = np.empty(len(elements), dtype=object)
+    array[:] = elements
+    return array.reshape(tensor.shape)
+
+
+def _is_data_url(value: object) -> bool:
+    return isinstance(value, str) and value.startswith("data:") and ";base64," in value[:200]
+
+
+def _decoded(name: str, index: int, url: str) -> bytes:
+    try:
+        return base64.b64decode(url.split(";base64,", 1)[1], validate=True)
+    except ValueError:
+        raise InvalidArgument(
+            f"input {name!r} element {index}: the data URL does not hold valid base64"
+        ) from None
 
 
 def _request_object(data: bytes) -> dict[str, Any]:
