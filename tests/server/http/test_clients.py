@@ -9,7 +9,9 @@ import asyncio
 import gzip
 import json
 import shutil
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import numpy as np
@@ -305,3 +307,25 @@ def test_http_requests_are_batched_and_limited_by_the_same_scheduler(
     model = stats["model_stats"][0]
     assert model["inference_count"] == 8 and model["execution_count"] < 8
     assert any(batch["batch_size"] > 1 for batch in model["batch_stats"])
+
+
+def test_http_probes_during_sigterm(start_server, two_outputs_dir: Path) -> None:
+    """SIGTERM: /v2/health/ready turns 503 at once while the port stays open for the grace
+    period (live stays 200, a new infer is a 503 KServe error), then the server exits 0."""
+    server = start_server(two_outputs_dir, MMAAS_SHUTDOWN_GRACE_S="3")
+    base = f"http://{server.http_url}"
+    server.process.send_signal(signal.SIGTERM)
+    signalled = time.monotonic()
+    while (
+        curl("-s", "-o", "/dev/null", "-w", "%{http_code}", f"{base}/v2/health/ready").stdout
+        != "503"
+    ):
+        assert time.monotonic() - signalled < 2, "ready did not turn 503 at once"
+        time.sleep(0.05)
+    assert json.loads(curl("-f", f"{base}/v2/health/live").stdout) == {"live": True}
+    client = triton.InferenceServerClient(server.http_url)
+    with pytest.raises(InferenceServerException) as refused:
+        client.infer("two-outputs", [http_input("x", np.ones((1, 4), np.float32), "FP32")])
+    assert refused.value.status() == "503" and "shutting down" in refused.value.message()
+    assert server.process.wait(30) == 0
+    assert time.monotonic() - signalled >= 3  # the port stayed open for the grace period
