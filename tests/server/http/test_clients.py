@@ -105,7 +105,12 @@ def test_metadata_config_and_statistics_match_grpc(cls_server: RunningServer) ->
     config = client.get_model_config("ppocr-cls")
     assert config["max_batch_size"] == 32 and config["input"][0]["dims"] == [3, 48, 192]
     assert config["input"][0]["data_type"] == "TYPE_FP32"
-    assert client.get_server_metadata()["name"] == "mmaas"
+    server = client.get_server_metadata()
+    assert server["name"] == "mmaas"
+    grpc_extensions = list(grpc_client.get_server_metadata().extensions)
+    assert sorted(server["extensions"]) == sorted(
+        [*grpc_extensions, "binary_tensor_data", "generate"]
+    )
     batch = np.zeros((1, 3, 48, 192), np.float32)
     before = client.get_inference_statistics("ppocr-cls")["model_stats"][0]
     client.infer("ppocr-cls", [http_input("x", batch, "FP32")])

@@ -21,7 +21,8 @@ from mmaas.server.http.protojson import to_json
 from mmaas.server.inference import InferencePath
 from mmaas.server.repository import ServedModel
 
-# Triton's extension names (ServerMetadata), for what this front end serves
+# Triton's extension names (ServerMetadata) for what this front end honours: gRPC's list
+# plus the HTTP-only ones (CUDA shared memory and tracing are answered, refused, not listed)
 EXTENSIONS = (
     "binary_tensor_data",
     "model_configuration",
@@ -29,7 +30,6 @@ EXTENSIONS = (
     "model_repository",
     "system_shared_memory",
     "logging",
-    "trace",
     "generate",
 )
 CACHE_STATS = ("cache_hit", "cache_miss")
