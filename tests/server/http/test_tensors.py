@@ -10,9 +10,10 @@ import numpy as np
 import orjson
 import pytest
 
+from mmaas.core.datatypes import BFLOAT16
 from mmaas.core.manifest import ModelInfo, TensorInfo
 from mmaas.server.http.request import InputTensor, OutputTensor, header_length, parse_body, raw_body
-from mmaas.server.http.tensors import decode_inputs, encode_response, from_json
+from mmaas.server.http.tensors import decode_inputs, encode_response, from_json, json_data
 from mmaas.server.status import InvalidArgument
 
 
@@ -132,10 +133,12 @@ def test_raw_binary_request_is_the_one_input_at_batch_1() -> None:
         (tensor(["1.0", "2", "3", "4"]), "data holds strings, but FP32 takes numbers"),
         (tensor([1.5, 2.0, 3.0, 4.0], "INT32"), "data holds floats, but INT32 takes integers"),
         (tensor([True, False, True, False]), "data holds booleans, but FP32 takes numbers"),
-        (tensor([1, 2, 3, 300], "UINT8"), "outside UINT8's range 0..255"),
+        (tensor([1, 2, 3, 300], "UINT8"), "value 300 at index [3] does not fit UINT8 (0..255)"),
+        (tensor([1.0, 2.0, 3.0, 1e39]), "value 1e+39 at index [3] does not fit FP32"),
+        (tensor([1, 2, 3, 3.4e38], "BF16"), "value 3.4e+38 at index [3] does not fit BF16"),
         (tensor([1, None, 3, 4]), "values of mixed JSON types"),
         (tensor({"a": 1}), "data must be a JSON array"),
-        (tensor([1, 2, 3, 4], "BF16"), "BF16 has no JSON form"),
+        (tensor(["1", "2", "3", "4"], "BF16"), "data holds strings, but BF16 takes numbers"),
         (tensor([1, 2, 3, 4], "BYTES"), "data holds integers, but BYTES takes strings"),
         (tensor([1, 2], shape=(4294967296, 4294967296)), "data holds 2 values, but shape"),
     ],
@@ -239,3 +242,12 @@ def test_json_only_response_has_no_header_length_and_refuses_non_utf8_bytes() ->
     assert length is None and orjson.loads(content)["outputs"][0]["data"] == ["ok"]
     bad = [(OutputTensor("t", False), "BYTES", np.array([b"\xff"], object))]
     assert "not UTF-8" in refused(encode_response, {}, bad)
+
+
+def test_bf16_json_numbers_in_and_out() -> None:
+    """BF16 as JSON numbers: rounded to bfloat16 in, exact FP32 out (ml_dtypes.bfloat16)."""
+    decoded = from_json(tensor([1.5, -2.0, 0.1, 65280.0], "BF16"))
+    assert decoded.dtype == BFLOAT16 and decoded.shape == (2, 2)
+    assert decoded.astype(np.float32).tolist() == [[1.5, -2.0], [0.10009765625, 65280.0]]
+    out = json_data("y", "BF16", decoded)
+    assert out.dtype == np.float32 and out.tolist() == [1.5, -2.0, 0.10009765625, 65280.0]

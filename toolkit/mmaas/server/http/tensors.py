@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 import orjson
 
-from mmaas.core.datatypes import NUMPY_BY_DATATYPE, from_numpy
+from mmaas.core.datatypes import NUMPY_BY_DATATYPE, cast_checked, from_numpy, is_floating
+from mmaas.core.errors import InputError
 from mmaas.server.grpc.converters import decode_bytes, encode_bytes
 from mmaas.server.http.request import HEADER, InferBody, InputTensor, OutputTensor
 from mmaas.server.shm import SystemSharedMemory, tensor_ref
@@ -104,13 +105,13 @@ def from_json(tensor: InputTensor) -> np.ndarray:
     Raises:
         InvalidArgument: ragged nesting, nesting other than the shape, another count of
             values than the shape holds, values of the wrong JSON type (strings for FP32,
-            floats for INT32...), integers out of range, or BF16 (binary only).
+            floats for INT32...), or a value the datatype cannot hold (an integer out
+            of range, a float beyond FP16/BF16/FP32's largest: ``cast_checked``). BF16
+            takes numbers, rounded to the nearest bfloat16.
     """
     where = f"input {tensor.name!r}"
     if not isinstance(tensor.data, list):
         raise InvalidArgument(f"{where}: data must be a JSON array, got {tensor.data!r:.40}")
-    if tensor.datatype == "BF16":
-        raise InvalidArgument(f"{where}: BF16 has no JSON form; send it as binary data")
     try:
         values = np.array(tensor.data)
     except (ValueError, OverflowError) as exc:
@@ -131,19 +132,15 @@ def from_json(tensor: InputTensor) -> np.ndarray:
     if tensor.datatype == "BYTES":
         return _bytes_from_json(values, tensor.shape, where)
     dtype = NUMPY_BY_DATATYPE[tensor.datatype]
-    if values.size and values.dtype.kind not in ACCEPTED_KINDS[dtype.kind]:
+    kind = "f" if is_floating(dtype) else dtype.kind  # BF16 (bfloat16) is numpy kind "V"
+    if values.size and values.dtype.kind not in ACCEPTED_KINDS[kind]:
         raise InvalidArgument(
-            f"{where}: data holds {_kind(values)}, but {tensor.datatype} takes "
-            f"{KIND_NAMES[dtype.kind]}"
+            f"{where}: data holds {_kind(values)}, but {tensor.datatype} takes {KIND_NAMES[kind]}"
         )
-    if dtype.kind in "iu" and values.size:
-        limits = np.iinfo(dtype)
-        if values.min() < limits.min or values.max() > limits.max:
-            raise InvalidArgument(
-                f"{where}: data holds values outside {tensor.datatype}'s range "
-                f"{limits.min}..{limits.max}"
-            )
-    return values.astype(dtype).reshape(tensor.shape)
+    try:  # the one narrowing rule: a value the datatype cannot hold is refused
+        return cast_checked(values, dtype, f"{where}: data").reshape(tensor.shape)
+    except InputError as exc:
+        raise InvalidArgument(exc.message) from None
 
 
 def encode_response(
@@ -176,8 +173,7 @@ def encode_response(
 
 
 def output_datatype(declared: str | None, array: np.ndarray) -> str:
-    """The datatype an output is reported with: the signature's (BF16 travels as uint16
-    words), else the array's."""
+    """The datatype an output is reported with: the signature's, else the array's."""
     return declared or from_numpy(array.dtype)
 
 
@@ -245,8 +241,8 @@ def json_data(name: str, datatype: str, array: np.ndarray) -> Any:
         InvalidArgument: BYTES that are not UTF-8.
     """
     flat = np.ascontiguousarray(array).reshape(-1)
-    if datatype == "BF16":  # the upper half of an FP32: exact
-        return (flat.astype(np.uint32) << 16).view(np.float32)
+    if datatype == "BF16":  # every bfloat16 is exactly an FP32
+        return flat.astype(np.float32)
     if datatype != "BYTES":
         return flat
     try:
