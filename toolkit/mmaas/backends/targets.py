@@ -102,6 +102,12 @@ class BuildTarget(Protocol):
         reports every one at its key."""
         ...
 
+    def check_datatype(self, spec: ModelSpec, datatype: str) -> str | None:
+        """Why this back end (at ``spec``'s settings, e.g. its TensorRT release) cannot
+        carry a tensor of KServe v2 ``datatype`` in or out of an engine, or None; spec
+        validation reports it at the tensor, naming it."""
+        ...
+
     def engine_settings(self, spec: ModelSpec) -> Any:
         """The typed engine settings of ``spec`` (a frozen dataclass the compiler reads
         back): only what changes the engine."""

@@ -19,8 +19,10 @@ them; batching as Triton's ``max_batch_size``):
   (:mod:`mmaas.spec.sample_values`);
 * the ``checks:`` gates name real tensors and shapes inside the profile (spec_checks);
 * the back end's build target refuses what it cannot build: a precision it lacks, an
-  input name it cannot take (TensorRT: names trtexec's shape flags cannot quote), settings
-  that cannot work together (``BuildTarget.check_spec``: ONNX Runtime's device rules).
+  input name it cannot take (TensorRT: names trtexec's shape flags cannot quote), a
+  tensor datatype it cannot carry (TensorRT: BYTES, FP64...; BF16 before TensorRT 10),
+  settings that cannot work together (``BuildTarget.check_spec``: ONNX Runtime's device
+  rules).
 """
 
 from __future__ import annotations
@@ -155,6 +157,9 @@ class _Completer:
                 f"the ONNX model, which declares {tensor.datatype}; write "
                 f"{tensor.datatype} or remove the key (it is read from the model)",
             )
+        refused = get_target(self.spec.backend).check_datatype(self.spec, tensor.datatype)
+        if refused:
+            self.report((*path, "name") if entry else path, f"{what}: {refused}")
         shape = self._shape(what, tensor, entry, path)
         if shape is None:
             return None

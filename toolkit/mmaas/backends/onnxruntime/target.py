@@ -62,6 +62,11 @@ class OnnxRuntimeTarget:
         """Any input name is fine (ONNX Runtime takes names as they are)."""
         return None
 
+    def check_datatype(self, spec: ModelSpec, datatype: str) -> str | None:
+        """None: ONNX Runtime carries every KServe v2 datatype (BF16 through OrtValues,
+        :mod:`mmaas.core.ort_io`)."""
+        return None
+
     def engine_settings(self, spec: ModelSpec) -> OnnxRuntimeSettings:
         """``build.onnxruntime``; on GPU also the instance settings (and, for the TensorRT
         provider, ``build.workspace``, ``build.timing_cache`` and ``build.tensorrt``)."""

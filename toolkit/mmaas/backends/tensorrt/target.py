@@ -17,6 +17,7 @@ from typing import Any
 
 from mmaas.backends import CompileBuild, ImageRecipe
 from mmaas.backends.targets import BuildCommand, DockerHost, Readiness
+from mmaas.backends.tensorrt.bindings import KSERVE_BY_TRT
 from mmaas.backends.tensorrt.gpu_route import (
     BUILDER_TARGET,
     compile_on_gpu,
@@ -27,6 +28,7 @@ from mmaas.backends.tensorrt.gpu_route import (
 )
 from mmaas.backends.tensorrt.host import tensorrt_readiness
 from mmaas.backends.tensorrt.image import tensorrt_plan_values
+from mmaas.backends.tensorrt.releases import parse_version
 from mmaas.backends.tensorrt.settings import TensorRTSettings
 from mmaas.backends.tensorrt.timing_cache import TimingCacheStore
 from mmaas.backends.tensorrt.trtexec.command import (
@@ -70,6 +72,25 @@ class TensorRTTarget:
     def check_spec(self, spec: ModelSpec) -> list[tuple[tuple[str | int, ...], str]]:
         """Nothing beyond the precision and input-name checks."""
         return []
+
+    def check_datatype(self, spec: ModelSpec, datatype: str) -> str | None:
+        """TensorRT binds only FP32, FP16, BF16, INT8, INT32, INT64, UINT8 and BOOL
+        (``trt.DataType``; an ONNX INT64 may be bound as INT32, checked per request), and
+        BF16 I/O only from TensorRT 10 on (``build.tensorrt.version``)."""
+        if datatype not in KSERVE_BY_TRT.values():
+            return (
+                f"TensorRT has no {datatype} tensors (it binds "
+                f"{', '.join(sorted(set(KSERVE_BY_TRT.values())))}); export it as one of "
+                "those or use backend: onnxruntime"
+            )
+        version = spec.build.tensorrt.version
+        if datatype == "BF16" and parse_version(version)[:1] < (10,):
+            return (
+                f"TensorRT {version} (build.tensorrt.version) has no BF16 inputs or outputs; "
+                "build with TensorRT 10 or newer, export it as FP16/FP32, or use "
+                "backend: onnxruntime"
+            )
+        return None
 
     def engine_settings(self, spec: ModelSpec) -> TensorRTSettings:
         """``build.workspace``, ``build.timing_cache`` and ``build.tensorrt`` without the
