@@ -6,15 +6,18 @@ from a fake GPU description (the boundary that cannot exist here)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from mmaas.backends.tensorrt.gpu_route import target_tag, tensorrt_labels
-from mmaas.backends.tensorrt.latency import latency_argv, latency_figures
+from mmaas.backends.tensorrt.latency import latency_argv, latency_figures, latency_inputs
 from mmaas.backends.tensorrt.trtexec.log import parse_trtexec_log
 from mmaas.core.errors import BuildError
 from mmaas.core.manifest import FileRecord, Manifest, ModelInfo, TensorInfo
+from mmaas.core.sample_values import SampleValues
 from paths import FIXTURES
 
 LOGS = FIXTURES / "trtexec"
@@ -170,3 +173,22 @@ def test_gpu_target_tag_needs_this_gpu_among_the_targets() -> None:
     assert target_tag("mmaas/det:1.0.0", "8.6", ["sm80", "sm86"]) == "mmaas/det:1.0.0-sm86"
     with pytest.raises(BuildError, match=r"GPU is sm75, but build\.tensorrt\.gpu_targets"):
         target_tag("mmaas/det:1.0.0", "7.5", ["sm80", "sm90"])
+
+
+def test_contract_latency_argv_loads_the_sample_values_of_inputs_that_have_them(
+    tmp_path: Path,
+) -> None:
+    """trtexec times random data unless told: an input with sample values (here 'sr:0',
+    INT32 as the engine binds it, the constant 16000) gets --loadInputs with a raw file of
+    exactly those values at the gate's shape; the other input stays random."""
+    rate = TensorInfo(
+        "sr:0", "INT32", (1,), (1,), (1,), (1,), sample_values=SampleValues("constant", (16000,))
+    )
+    model = replace(DET, inputs=(*DET.inputs, rate))
+    shapes = {"x": (1, 3, 64, 64), "sr:0": (1,)}
+    files = latency_inputs(model, shapes, tmp_path / "inputs")
+    assert list(files) == ["sr:0"]
+    assert np.frombuffer(files["sr:0"].read_bytes(), "<i4").tolist() == [16000]
+    argv = latency_argv("trtexec", Path("e.plan"), model, "10.13", shapes, 5, 1, files)
+    assert argv[-1] == f"--loadInputs='sr:0':{tmp_path / 'inputs' / '1.bin'}"
+    assert latency_inputs(DET, {"x": (1, 3, 64, 64)}, tmp_path / "none") == {}

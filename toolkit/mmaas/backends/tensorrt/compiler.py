@@ -66,13 +66,16 @@ class TensorRTCompiler:
         :func:`mmaas.backends.tensorrt.latency.latency_argv`), returning ``{"p50_ms",
         "p90_ms", "p99_ms", "mean_ms", "max_ms", "timer"}`` in ms; it raises BuildError
         when trtexec fails, prints no latency summary, or is older than 8.5."""
-        from mmaas.backends.tensorrt.latency import latency_argv, latency_figures
+        from mmaas.backends.tensorrt.latency import latency_argv, latency_figures, latency_inputs
 
         version = manifest.backend.get("version") or tensorrt_version() or ""
         engine = directory / manifest.engine.path
 
         def probe(shapes: Mapping[str, tuple[int, ...]], runs: int, warmup: int) -> Any:
-            argv = latency_argv(trtexec(), engine, manifest.model, version, shapes, runs, warmup)
+            inputs = latency_inputs(manifest.model, shapes, directory / EXPORTS_DIR / "inputs")
+            argv = latency_argv(
+                trtexec(), engine, manifest.model, version, shapes, runs, warmup, inputs
+            )
             return latency_figures(_run(argv, directory / EXPORTS_DIR, "trtexec-latency.log"), runs)
 
         return probe

@@ -15,7 +15,10 @@ count: 0 when the gate asks no warm-up, else trtexec's own default of 200 ms). N
 on (the 8.5.0, 10.13 and 10.14 fixture logs print them; the 8.4.1 one prints only 99 %,
 so the gate refuses releases before 8.5). The figures come from the performance
 summary's ``Latency:`` line (host-measured, input copies included) via
-:mod:`mmaas.backends.tensorrt.trtexec.log`.
+:mod:`mmaas.backends.tensorrt.trtexec.log`. trtexec feeds random data unless told
+otherwise, so the inputs with sample values in model.yaml get ``--loadInputs=name:FILE``
+(raw little-endian data in the binding's datatype; a name holding ``:`` quoted as in the
+shape flags) with the same arrays the other gates use (:func:`latency_inputs`).
 """
 
 from __future__ import annotations
@@ -25,11 +28,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from mmaas.backends.tensorrt.releases import parse_version, trtexec_flags
 from mmaas.backends.tensorrt.trtexec.log import TrtexecLog
 from mmaas.backends.tensorrt.trtexec.shapes import shape_spec
 from mmaas.core.errors import BuildError
 from mmaas.core.manifest import ModelInfo
+from mmaas.core.samples import sample_inputs
 
 WARMUP_MS = 200  # trtexec's default --warmUp
 PERCENTILES = (90.0, 99.0)
@@ -44,9 +50,11 @@ def latency_argv(
     shapes: Mapping[str, tuple[int, ...]],
     runs: int,
     warmup: int,
+    inputs: Mapping[str, Path] | None = None,
 ) -> list[str]:
     """The trtexec argv that times ``engine`` (TensorRT ``version``) ``runs`` times at
-    ``shapes`` (input name -> dims).
+    ``shapes`` (input name -> dims), with ``inputs`` (input name -> raw data file, from
+    :func:`latency_inputs`) loaded instead of random data.
 
     Raises:
         BuildError: ``version`` is older than 8.5 (one percentile only).
@@ -68,7 +76,39 @@ def latency_argv(
         f"--iterations={runs}",
         "--duration=0",
         f"--warmUp={WARMUP_MS if warmup else 0}",
+        *([f"--loadInputs={_files(inputs)}"] if inputs else []),
     ]
+
+
+def latency_inputs(
+    model: ModelInfo, shapes: Mapping[str, tuple[int, ...]], folder: Path
+) -> dict[str, Path]:
+    """Write the sample-values array of every input that has them, at ``shapes``, in its
+    datatype (``model``: the engine's bindings), to ``folder/<index>.bin``; return input
+    name -> file (empty when no input has sample values).
+
+    Raises:
+        InputError: a sample value does not fit the binding's datatype.
+    """
+    at = replace(model, inputs=tuple(replace(t, opt=tuple(shapes[t.name])) for t in model.inputs))
+    arrays = sample_inputs(at, "opt")
+    files = {}
+    for index, tensor in enumerate(model.inputs):
+        if tensor.sample_values is None:
+            continue
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{index}.bin"
+        array = arrays[tensor.name]
+        path.write_bytes(np.ascontiguousarray(array, array.dtype.newbyteorder("<")).tobytes())
+        files[tensor.name] = path
+    return files
+
+
+def _files(inputs: Mapping[str, Path]) -> str:
+    return ",".join(
+        f"{chr(39) + name + chr(39) if ':' in name else name}:{path}"
+        for name, path in inputs.items()
+    )
 
 
 def latency_figures(log: TrtexecLog, runs: int) -> dict[str, Any]:
