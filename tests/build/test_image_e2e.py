@@ -1,9 +1,12 @@
 """End to end: `mmaas build models/ppocr-det` -> container -> tritonclient, on a real Docker
-engine. The image is built once per module through the real CLI."""
+engine. The image is built once per module through the real CLI (its output is no terminal,
+as in CI: plain progress lines on stderr, the JSON alone on stdout); an unchanged rebuild
+runs no Docker build and prints the summary table (issue 13 items 8 and 9)."""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -24,6 +27,8 @@ from paths import ROOT
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 IMAGE = "mmaas/ppocr-det:1.0.0"
+LOG = ROOT / "models" / "ppocr-det" / ".mmaas" / "build.log"
+BUILDKIT_LINE = re.compile(r"^#\d+ ", re.MULTILINE)
 
 
 def mmaas(*args: str) -> subprocess.CompletedProcess[str]:
@@ -38,12 +43,20 @@ def mmaas(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture(scope="module")
-def built(docker_cli: list[str], base_image: str, ppocr_models: dict[str, Path]) -> dict:
-    """The ppocr-det image, built through `mmaas build --json`."""
+def build_run(
+    docker_cli: list[str], base_image: str, ppocr_models: dict[str, Path]
+) -> tuple[subprocess.CompletedProcess[str], str]:
+    """`mmaas build models/ppocr-det --json` (the image removed first) and its log."""
     proc.run([*docker_cli, "image", "rm", "--force", IMAGE], check=False)
     result = mmaas("build", "models/ppocr-det", "--json")
     assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout)
+    return result, LOG.read_text()
+
+
+@pytest.fixture(scope="module")
+def built(build_run: tuple[subprocess.CompletedProcess[str], str]) -> dict:
+    """The ppocr-det image's build result (the JSON `mmaas build --json` printed)."""
+    return dict(json.loads(build_run[0].stdout))
 
 
 @pytest.fixture(scope="module")
@@ -160,3 +173,33 @@ def test_runtime_image_lacks_the_build_side(built: dict, docker_cli: list[str]) 
         assert "ModuleNotFoundError" in done.stderr, done.stderr
     done = python("import mmaas.server.app, mmaas.backends.onnxruntime.runtime; print('ok')")
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+def test_build_progress_is_plain_lines_and_the_raw_output_is_in_the_log(
+    build_run: tuple[subprocess.CompletedProcess[str], str], built: dict
+) -> None:
+    done, log = build_run
+    lines = done.stderr.splitlines()
+    relative = LOG.relative_to(ROOT)  # as MODEL was given: models/ppocr-det
+    assert lines[0] == f"mmaas: build log: {relative}" and built["log"] == str(relative)
+    assert f"▸ check {IMAGE}" in lines and f"▸ package {IMAGE}" in lines
+    finished = [line.split()[1] for line in lines if line.startswith("✓ ")]
+    assert finished[-2:] == ["package", "verify"], done.stderr
+    assert not BUILDKIT_LINE.search(done.stderr), done.stderr  # only with --verbose
+    assert "\x1b[" not in done.stderr  # no terminal: no colour, no spinner
+    assert BUILDKIT_LINE.search(log)  # every raw line is in the log
+
+
+def test_an_unchanged_cli_rebuild_is_current_and_prints_the_summary(built: dict) -> None:
+    again = mmaas("build", "models/ppocr-det")
+    assert again.returncode == 0, again.stderr
+    assert "up to date (build digest sha256:" in again.stderr
+    assert not BUILDKIT_LINE.search(again.stderr)
+    table = again.stdout
+    assert f"mmaas build {IMAGE}" in table.splitlines()[0]
+    assert f"model.ort.onnx  {built['engine']['blake3']}" in table
+    assert "up to date (the image was built from the same inputs: no Docker build)" in table
+    assert all(f"profile {point}" in table for point in ("min", "opt", "max"))
+    quiet = mmaas("build", "models/ppocr-det", "--quiet", "--rebuild")
+    assert quiet.returncode == 0, quiet.stderr
+    assert (quiet.stdout, quiet.stderr) == (f"{IMAGE}\n", "")

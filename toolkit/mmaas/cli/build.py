@@ -1,4 +1,10 @@
-"""``mmaas build MODEL``: build, verify and label MODEL's serving image."""
+"""``mmaas build MODEL``: build, verify and label MODEL's serving image.
+
+Progress (one line per phase, :mod:`mmaas.cli.progress`) goes to stderr, every raw output
+line to the build log (``MODEL/.mmaas/build.log`` unless ``--log``); stdout holds the
+result: a summary table, the JSON with ``--json``, or the image reference alone with
+``--quiet``.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +14,15 @@ from pathlib import Path
 
 import click
 
+from mmaas.build import docker as docker_engine
 from mmaas.build.cache.reuse import CacheOptions
 from mmaas.build.pipeline import build_image
 from mmaas.build.registry import credentials_from_env, parse_registry, push_image
 from mmaas.cli.options import ca_bundle_option, json_option
+from mmaas.cli.progress import BuildConsole, Mode, make_console, summary_table
+from mmaas.core.errors import DockerError, UsageError
+
+LOG_NAME = Path(".mmaas") / "build.log"
 
 
 @click.command("build")
@@ -54,6 +65,17 @@ from mmaas.cli.options import ca_bundle_option, json_option
     help="After the build, push the image as NAME:VERSION and NAME:blake3-<engine hash> "
     "(credentials: $MMAAS_REGISTRY_USER/_PASSWORD or docker login); prints the digest.",
 )
+@click.option(
+    "--log",
+    "log_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help=f"Write every raw output line (BuildKit, the compile) here (default: MODEL/{LOG_NAME}).",
+)
+@click.option("-v", "--verbose", is_flag=True, help="Print the raw output lines too.")
+@click.option(
+    "-q", "--quiet", is_flag=True, help="Print only errors, and the image reference on stdout."
+)
 @json_option
 def command(
     model: Path,
@@ -64,20 +86,35 @@ def command(
     engine_cache_registry: str | None,
     rebuild: bool,
     push_to: str | None,
+    log_path: Path | None,
+    verbose: bool,
+    quiet: bool,
     as_json: bool,
 ) -> None:
     """Build MODEL (a folder holding model.yaml, or the model.yaml itself) into an image.
 
-    Progress streams to stderr; the image tag and id are printed on stdout.
+    Progress goes to stderr (raw BuildKit lines only with --verbose, always in the log);
+    stdout gets a summary table, or the JSON with --json.
     """
+    if verbose and quiet:
+        raise UsageError("--verbose and --quiet exclude each other", hint="pass one of them")
     registry = parse_registry(engine_cache_registry) if engine_cache_registry else None
     target = parse_registry(push_to) if push_to else None  # usage errors before building
-    result = build_image(
-        model,
-        ca_bundle=ca_bundle,
-        revision=revision,
-        cache=CacheOptions(engine_cache, engine_cache_dir, registry, reuse_image=not rebuild),
-    )
+    mode: Mode = "verbose" if verbose else "quiet" if quiet else "normal"
+    folder = model if model.is_dir() else model.parent
+    if not model.exists() or not folder.is_dir():
+        raise UsageError(f"{model}: no such model folder or model.yaml")
+    log = log_path or folder / LOG_NAME
+    console = BuildConsole(log, mode)
+    with console.running():
+        result = build_image(
+            model,
+            ca_bundle=ca_bundle,
+            revision=revision,
+            cache=CacheOptions(engine_cache, engine_cache_dir, registry, reuse_image=not rebuild),
+            say=console.say,
+            phase=console.phase,
+        )
     pushed = None
     if target is not None:
         info = result.manifest.model
@@ -96,14 +133,23 @@ def command(
                     "labels": result.labels,
                     "plan_digest": result.plan_digest,
                     "seconds": result.seconds,
+                    "log": str(log),
                     "pushed": pushed.to_json() if pushed else None,
                 },
                 indent=2,
             )
         )
         return
-    click.echo(f"built {result.image} ({result.image_id}) in {result.seconds:.1f} s")
-    click.echo(f"engine {result.manifest.engine.path} {result.manifest.engine.blake3}")
-    click.echo(f"engine cache {result.engine_cache} {result.engine_key or ''}".rstrip())
+    if quiet:
+        click.echo(result.image)
+        return
+    make_console(stderr=False).print(summary_table(result, _size(result.image), log))
     if pushed is not None:
         click.echo(f"pushed {pushed.reference} (tags {', '.join(pushed.tags)})")
+
+
+def _size(image: str) -> int | None:
+    try:
+        return int(docker_engine.inspect_image(image)["Size"])
+    except (DockerError, KeyError, ValueError):
+        return None

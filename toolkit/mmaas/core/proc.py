@@ -10,12 +10,28 @@ import os
 import subprocess
 import sys
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 
 from mmaas.core.errors import ProcessError
 
 TAIL_LINES = 40
+# Where :func:`stream` echoes output lines (None: stderr); set with :func:`output_to`.
+_OUTPUT: ContextVar[Callable[[str], None] | None] = ContextVar("mmaas_output", default=None)
+
+
+@contextmanager
+def output_to(sink: Callable[[str], None]) -> Iterator[None]:
+    """Within the block, :func:`stream` hands each echoed line (without its newline) to
+    ``sink`` instead of writing it to stderr: ``mmaas build``'s progress display and its
+    log file take BuildKit's and the compile's raw output this way."""
+    token = _OUTPUT.set(sink)
+    try:
+        yield
+    finally:
+        _OUTPUT.reset(token)
 
 
 def run(
@@ -79,7 +95,8 @@ def stream(
     echo: bool = True,
     what: str | None = None,
 ) -> str:
-    """Run ``argv``, echoing its combined output line by line to stderr while it runs.
+    """Run ``argv``, echoing its combined output line by line to stderr while it runs (or
+    to the sink of :func:`output_to`; ``echo=False``: not at all).
 
     Returns the full output. Used for long jobs (docker build) whose progress the user
     watches.
@@ -106,11 +123,14 @@ def stream(
         proc.stdin.write(input_bytes)
         proc.stdin.close()
     assert proc.stdout is not None
+    sink = _OUTPUT.get()
     for raw in proc.stdout:
         line = raw.decode(errors="replace")
         lines.append(line)
         tail.append(line.rstrip("\n"))
-        if echo:
+        if echo and sink is not None:
+            sink(line.rstrip("\n"))
+        elif echo:
             sys.stderr.write(line)
             sys.stderr.flush()
     code = proc.wait()

@@ -6,12 +6,15 @@ The command line (``python -m mmaas.stage``, the Dockerfile's contract) is in
 JSON written by the build plan: the engine request (the model's name and version neutral,
 so the compile's Docker layer survives a rename or a version bump) and the build request.
 A model directory appears whole or not at all: it is assembled in a sibling temp directory
-and renamed into place.
+and renamed into place. Each step prints one progress line on stderr (``mmaas stage:
+compiling ...``, ``mmaas stage: profile check at opt (x: 2x3x640x640)``, ...), which
+``mmaas build``'s display shows while the compile build runs (:mod:`mmaas.cli.progress`).
 """
 
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -96,7 +99,9 @@ def build_model_dir(
     compiler = get_compiler(request.model.backend)
     with assembled(out_dir) as work:
         started = time.perf_counter()
+        progress(f"compiling {request.source.name} ({request.model.backend})")
         result = compiler.compile(replace(request, out_dir=work))
+        progress(f"compiled {result.engine_file} in {time.perf_counter() - started:.1f} s")
         facts = compiler.runtime.describe()
         draft = Manifest(
             model=result.model or request.model,  # the engine's real bindings
@@ -142,11 +147,13 @@ def run_gates(
     reports: dict[str, Any] = {}
     names = [tensor.name for tensor in request.model.inputs]
     if checks.accuracy is not None:
+        progress(f"accuracy gate over {len(samples)} sample file(s)")
         loaded = [(sample.name, _sample(sample, names)) for sample in samples]
         reports["accuracy"] = accuracy_gate(
             engine, request.model, request.source, checks.accuracy, loaded
         )
     if checks.latency is not None:
+        progress("latency gate")
         reports["latency"] = latency_gate(engine, request.model, checks.latency, probe)
     return reports
 
@@ -167,11 +174,12 @@ def check_profile(engine: Engine, model: ModelInfo) -> list[dict[str, Any]]:
     for point in POINTS:
         shapes = {t.name: list(profile_shape(t, point)) for t in model.inputs}
         inputs = sample_inputs(model, point)
+        described = ", ".join(f"{n}: {'x'.join(map(str, s))}" for n, s in shapes.items())
+        progress(f"profile check at {point} ({described})")
         started = time.perf_counter()
         try:
             outputs = engine.infer(inputs, names)
         except Exception as exc:  # the back end's own error type
-            described = ", ".join(f"{n}: {'x'.join(map(str, s))}" for n, s in shapes.items())
             raise BuildError(
                 f"profile check failed at the {point} shapes ({described}): {exc}",
                 hint="the engine does not run over the optimization profile in model.yaml; "
@@ -187,6 +195,11 @@ def check_profile(engine: Engine, model: ModelInfo) -> list[dict[str, Any]]:
             }
         )
     return checks
+
+
+def progress(message: str) -> None:
+    """Print one progress line of the stage on stderr: ``mmaas stage: <message>``."""
+    print(f"mmaas stage: {message}", file=sys.stderr, flush=True)
 
 
 def _sample(path: Path, names: list[str]) -> dict[str, Any]:
