@@ -156,3 +156,16 @@ def test_an_error_before_the_first_phase_is_the_only_output(tmp_path: Path) -> N
     with pytest.raises(UsageError), BuildConsole(tmp_path / "e.log", console=screen).running():
         raise UsageError("no NVIDIA GPU is visible here")  # e.g. the TensorRT preflight
     assert out.getvalue() == ""
+
+
+def test_plain_output_says_a_long_phase_is_still_running(tmp_path: Path) -> None:
+    screen, out = plain()
+    console = BuildConsole(tmp_path / "h.log", console=screen)
+    with console.running():
+        console.phase("compile", "m")
+        console.output("[I] [TRT] a trtexec line before the first heartbeat is due")
+        console.heartbeat_s = 0.0  # as if HEARTBEAT_S had passed since the last line
+        console.output("[I] [TRT] Local timing cache in use. Profiling results ...")
+    lines = out.getvalue().splitlines()
+    assert lines.count("  compile still running, 0 s") == 1, lines
+    assert not any("[TRT]" in line for line in lines)

@@ -5,11 +5,13 @@ Phases (the pipeline names them: ``check`` whether the image is already up to da
 what it does now: the BuildKit step that runs (``#12 [builder 5/5] RUN ...``) or the builder
 stage's own progress line (``mmaas stage: profile check at opt (x: 2x3x640x640)``, one per
 profile point), so a long compile visibly works. Every raw output line (BuildKit's, the
-compile container's, trtexec's) goes to the log file, which the console names at the start
-and at the end (or on failure); ``verbose`` prints them too; ``quiet`` prints nothing but
-errors. When stderr is no terminal (CI logs) there is no spinner and no colour: plain
-lines, one per phase start, per new step and per finished phase. Warnings in the output
-(``mmaas: warning: ...``, e.g. a rejected timing cache) are always printed.
+compile container's, trtexec's) goes to the log file, which the console names when the
+first phase starts and again on failure; ``verbose`` prints them too; ``quiet`` prints
+nothing but errors. When stderr is no terminal (CI logs) there is no spinner and no colour:
+plain lines, one per phase start, per new step or stage line, per finished phase, and
+``<phase> still running, N s`` when output goes on for :data:`HEARTBEAT_S` without one (a
+long trtexec compile). Warnings in the output (``mmaas: warning: ...``, e.g. a rejected
+timing cache) are always printed.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ CACHE_OUTCOMES = {
     "off": "off",
     "current": "up to date (the image was built from the same inputs: no Docker build)",
 }
+HEARTBEAT_S = 30.0  # plain output: a "still running" line after this long without one
 PLAIN_WIDTH = 200  # columns when the output is no terminal (no wrapping in CI logs)
 
 
@@ -75,6 +78,8 @@ class BuildConsole:
         self._status = ""
         self._spinner = Spinner("dots")
         self._started = False  # a phase has started (the log was named)
+        self._said = time.monotonic()  # the last plain status line
+        self.heartbeat_s = HEARTBEAT_S
 
     @contextmanager
     def running(self) -> Iterator[BuildConsole]:
@@ -135,14 +140,16 @@ class BuildConsole:
             self.console.print(escape(line), emoji=False)
         if (warning := WARNING.search(line)) and self.mode != "verbose":
             self._print(f"[yellow]warning:[/yellow] {escape(warning.group(1))}")
+        plain = self.mode == "normal" and not self._live
         found = STAGE.search(line) or STEP.match(line)
-        if found is None:
-            return
-        status = " ".join(found.groups())[:STATUS_CHARS]
+        status = " ".join(found.groups())[:STATUS_CHARS] if found else self._status
         if status != self._status:
             self._status = status
-            if self.mode == "normal" and not self._live:
-                self._print(f"  {escape(status)}")
+            if plain:
+                self._say_plain(f"  {status}")
+        elif plain and self._phase and time.monotonic() - self._said >= self.heartbeat_s:
+            name, _, started = self._phase
+            self._say_plain(f"  {name} still running, {time.monotonic() - started:.0f} s")
 
     def __rich__(self) -> RenderableType:
         """The live line: spinner, phase, elapsed seconds, what runs now."""
@@ -152,6 +159,10 @@ class BuildConsole:
         text = f"{name} {detail}".strip() + f"  {time.monotonic() - started:.0f} s"
         self._spinner.update(text=escape(f"{text}  {self._status}" if self._status else text))
         return self._spinner
+
+    def _say_plain(self, text: str) -> None:
+        self._said = time.monotonic()
+        self._print(escape(text))
 
     def _print(self, markup: str) -> None:
         if self.mode != "quiet":
