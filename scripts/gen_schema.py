@@ -16,7 +16,9 @@ import sys
 from pathlib import Path
 
 from mmaas.core.files import atomic_write_text
+from mmaas.core.pipelines import PIPELINES
 from mmaas.spec.model import ModelSpec
+from mmaas.spec.pipeline import get_pipeline_kind
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA_PATH = ROOT / "schema" / "model.schema.json"
@@ -24,9 +26,25 @@ DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 
 def render_schema() -> str:
-    """The schema's JSON text (sorted keys, 2-space indent, trailing newline)."""
+    """The schema's JSON text (sorted keys, 2-space indent, trailing newline): the spec's
+    own, plus what pydantic cannot say: exactly one of ``source`` (one engine) and
+    ``engines`` (several), and each pipeline kind's ``settings`` (by ``kind``)."""
     schema = {"$schema": DIALECT, **ModelSpec.model_json_schema()}
     schema["title"] = "mmaas model.yaml"
+    schema["oneOf"] = [{"required": ["source"]}, {"required": ["engines"]}]
+    kinds = []
+    for kind in sorted(PIPELINES):
+        settings = get_pipeline_kind(kind).settings.model_json_schema(
+            ref_template="#/$defs/{model}"
+        )
+        schema["$defs"].update(settings.pop("$defs", {}))
+        kinds.append(
+            {
+                "if": {"properties": {"kind": {"const": kind}}},
+                "then": {"properties": {"settings": settings}},
+            }
+        )
+    schema["$defs"]["PipelineSpec"]["allOf"] = kinds
     return json.dumps(schema, indent=2, sort_keys=True) + "\n"
 
 

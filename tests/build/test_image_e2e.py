@@ -78,7 +78,8 @@ def test_build_reports_image_engine_and_labels(built: dict, docker_cli: list[str
     inspected = json.loads(proc.run([*docker_cli, "image", "inspect", IMAGE]).stdout)[0]
     labels = inspected["Config"]["Labels"]
     assert labels["io.mmaas.engine.blake3"] == built["engine"]["blake3"]
-    data = image_manifest(docker_cli, IMAGE)["engine_data"]
+    (engine,) = image_manifest(docker_cli, IMAGE)["engines"]  # type: ignore[misc]
+    data = engine["manifest"]["engine_data"]
     assert labels["io.mmaas.engine-data.blake3"] == ",".join(f["blake3"] for f in data)
     assert labels["io.mmaas.model.name"] == "ppocr-det"
     assert labels["org.opencontainers.image.version"] == "1.0.0"

@@ -88,7 +88,8 @@ def test_image_carries_and_verifies_the_engine_data_file(
         "model.ort.onnx.data",
         "report.json",
     ]
-    manifest = image_manifest(docker_cli, IMAGE)
+    (engine,) = image_manifest(docker_cli, IMAGE)["engines"]  # type: ignore[misc]
+    manifest = engine["manifest"]
     assert [data["path"] for data in manifest["engine_data"]] == ["model.ort.onnx.data"]
     verified = mmaas("verify", IMAGE, cache=cache)
     assert verified.returncode == 0, verified.stderr

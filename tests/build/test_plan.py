@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from mmaas.build.pipeline import TOOLKIT_DIR, stage_context
+from mmaas.build.context import TOOLKIT_DIR, package_plan, plan_builds, stage_context
 from mmaas.build.plan import engine_inputs, make_plan
 from mmaas.build.render import render_dockerfile
 from mmaas.spec.load import load_spec
@@ -25,9 +25,20 @@ def det(ppocr_models: dict[str, Path]):
     return load_spec(ROOT / "models" / "ppocr-det")
 
 
-def plan_of(loaded, **options):
+def plan_of(loaded, engine_dir=None, engine_key=None, buildkit=True, ca_bundle=None):
+    """The compile plan of the single engine, or with ``engine_dir`` the package plan."""
+    if engine_dir is not None:
+        return package_plan(
+            loaded, {"model": engine_key}, {"model": engine_dir}, ca_bundle, buildkit
+        )
+    engine = loaded.engines[0]
     return make_plan(
-        loaded.spec, loaded.source_path, toolkit_dir=TOOLKIT_DIR, **{"buildkit": True, **options}
+        engine.spec,
+        engine.source_path,
+        toolkit_dir=TOOLKIT_DIR,
+        buildkit=buildkit,
+        ca_bundle=ca_bundle,
+        engine_key=engine_key,
     )
 
 
@@ -103,7 +114,7 @@ def test_ca_bundle_is_copied_and_trusted_by_pip(det, tmp_path: Path) -> None:
 
 
 def test_labels_env_and_build_request(det) -> None:
-    plan = plan_of(det)
+    plan = plan_of(det, engine_dir=Path("engine"))
     assert plan.image == "mmaas/ppocr-det:1.0.0"
     assert plan.labels["io.mmaas.model.name"] == "ppocr-det"
     assert plan.labels["org.opencontainers.image.version"] == "1.0.0"
@@ -120,9 +131,19 @@ def test_labels_env_and_build_request(det) -> None:
         "MMAAS_GRPC_HTTP2_MIN_PING_INTERVAL_WITHOUT_DATA_MS": "5000",
         "MMAAS_GRPC_HTTP2_MAX_PING_STRIKES": "2",
     }
-    request = json.loads(plan.generated["build-request.json"])
-    assert request["source"] == "model/ch_PP-OCRv4_det_infer.onnx"
-    assert request["model"]["inputs"][0] == {
+    stamp = json.loads(plan.generated["build-request.json"])
+    assert (stamp["name"], stamp["version"], stamp["spec_digest"]) == (
+        "ppocr-det",
+        "1.0.0",
+        det.spec.digest(),
+    )
+    (engine,) = stamp["engines"]
+    assert (engine["name"], engine["directory"], engine["model"]["name"]) == (
+        "model",
+        ".",
+        "ppocr-det",
+    )
+    assert engine["model"]["inputs"][0] == {
         "name": "x",
         "datatype": "FP32",
         "shape": [-1, 3, -1, -1],
@@ -132,6 +153,9 @@ def test_labels_env_and_build_request(det) -> None:
         "optional": False,
         "sample_values": None,
     }
+    assert stamp["assets"] == [] and stamp["pipeline"] is None
+    request = json.loads(plan_of(det).generated["engine-request.json"])
+    assert request["source"] == "model/ch_PP-OCRv4_det_infer.onnx"
     assert request["settings"]["graph_optimization_level"] == "all"
 
 
@@ -145,8 +169,8 @@ def test_plan_digest_follows_the_spec(det) -> None:
 
 def test_engine_request_leaves_out_what_does_not_change_the_engine(det) -> None:
     """C13: name, version, description, runtime settings, labels and the other back end's
-    settings change build-request.json (read by the stamp step) but neither the engine
-    request nor the engine inputs (read by the compile), so the compile layer is reused."""
+    settings change neither the engine request nor the engine inputs (read by the
+    compile), so the compile layer is reused."""
     first = plan_of(det)
     changed = det.spec.model_copy(
         update={
@@ -163,7 +187,6 @@ def test_engine_request_leaves_out_what_does_not_change_the_engine(det) -> None:
     assert engine_inputs(changed, det.source_path, toolkit_dir=TOOLKIT_DIR) == engine_inputs(
         det.spec, det.source_path, toolkit_dir=TOOLKIT_DIR
     )
-    assert second.generated["build-request.json"] != first.generated["build-request.json"]
     request = json.loads(first.generated["engine-request.json"])
     assert (request["model"]["name"], request["model"]["version"]) == ("engine", "0")
     assert request["settings"] == {"graph_optimization_level": "all", "gpu": None}
@@ -185,7 +208,8 @@ def test_package_plan_stamps_the_engine_directory_without_compiling(det, tmp_pat
         (engine / name).write_text(name)
     plan = plan_of(det, engine_key="sha256:" + "0" * 64, engine_dir=engine)
     assert "engine-request.json" not in plan.generated
-    assert json.loads(plan.generated["build-request.json"])["engine_key"] == "sha256:" + "0" * 64
+    (stamped,) = json.loads(plan.generated["build-request.json"])["engines"]
+    assert stamped["engine_key"] == "sha256:" + "0" * 64
     context = tmp_path / "context"
     context.mkdir()
     stage_context(plan, context)
@@ -214,7 +238,6 @@ def test_staged_context_holds_only_this_models_build_inputs(det, tmp_path: Path)
     top = sorted(p.name for p in context.iterdir())
     assert top == [
         "Dockerfile",
-        "build-request.json",
         "engine-request.json",
         "image-constraints.txt",
         "model",
@@ -279,9 +302,8 @@ def test_external_data_files_are_staged_with_their_nested_paths(tmp_path: Path) 
         'name: big\nversion: "1"\nsource: {path: big.onnx}\nmax_batch_size: 2\n'
         "inputs:\n  - {name: x, min: [1, 64], opt: [1, 64], max: [2, 64]}\n"
     )
-    from mmaas.build.pipeline import plan_model
-
-    _, plan = plan_model(folder, buildkit=True)
+    _, compiles, _ = plan_builds(folder, buildkit=True)
+    plan = compiles["model"]
     context = tmp_path / "context"
     context.mkdir()
     stage_context(plan, context)

@@ -13,7 +13,6 @@ import asyncio
 import threading
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -94,7 +93,7 @@ class InProcessServer:
         schedulers = []
         for directory, manifest in zip(self.dirs, self.manifests, strict=True):
             model = self.repository.get(manifest.model.name)
-            engines = runtime.load_instances(replace(self.settings, model_dir=directory), manifest)
+            engines = runtime.load_instances(self.settings, directory, manifest)
             max_batch = manifest.model.max_batch_size
             model.executor = Scheduler(engines, max_batch, self.settings.batching, model.metrics)
             schedulers.append(model.executor)

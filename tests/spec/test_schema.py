@@ -18,5 +18,9 @@ def test_committed_schema_is_current() -> None:
 def test_schema_forbids_unknown_keys_and_requires_the_basics() -> None:
     schema = json.loads((ROOT / "schema" / "model.schema.json").read_text())
     assert schema["additionalProperties"] is False
-    assert set(schema["required"]) == {"name", "version", "source"}
+    assert set(schema["required"]) == {"name", "version"}
+    assert schema["oneOf"] == [{"required": ["source"]}, {"required": ["engines"]}]
+    assert schema["$defs"]["EngineSpec"]["required"] == ["source"]
+    (ensemble,) = schema["$defs"]["PipelineSpec"]["allOf"]
+    assert ensemble["then"]["properties"]["settings"]["required"] == ["steps"]
     assert schema["$defs"]["InputSpec"]["additionalProperties"] is False

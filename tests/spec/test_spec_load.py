@@ -203,3 +203,41 @@ def test_parse_spec_checks_text_for_a_future_path(tmp_path: Path) -> None:
     make_onnx(tmp_path / "m.onnx", [("x", FLOAT, [1, 2])])
     loaded = parse_spec('name: m\nversion: "1"\nsource: {path: m.onnx}\n', tmp_path / "model.yaml")
     assert loaded.spec.inputs[0].min == (1, 2) and not (tmp_path / "model.yaml").exists()
+
+
+def test_engines_complete_each_against_its_graph_with_assets_and_a_pipeline(
+    tmp_path: Path,
+) -> None:
+    """A multi-engine model: each engine completed as its own single-engine view (named
+    as it is served), the assets resolved, the ensemble's signature derived."""
+    loaded = load_case("engines_ok", tmp_path)
+    det, cls = loaded.engines
+    assert (det.name, det.spec.name, cls.spec.name) == ("det", "ocr-det", "ocr-cls")
+    assert det.spec.engines is None and det.spec.pipeline is None and det.spec.assets == {}
+    assert det.spec.image_repository == "mmaas/ocr"  # the model's image, not ocr-det's
+    assert (det.spec.max_batch_size, cls.spec.max_batch_size) == (4, 2)
+    assert cls.spec.inputs[0].max == (2, 3, 256, 256)
+    assert loaded.spec.engines is not None
+    assert loaded.spec.engines["cls"].outputs[0].name == "x_out"  # completed in the spec too
+    assert loaded.engine_folder("det") == "det"
+    assert loaded.assets == {"vocab": loaded.model_dir / "vocab.txt"}
+    pipeline = loaded.pipeline
+    assert pipeline is not None and pipeline.serve_engines == ("det", "cls")
+    (image,) = pipeline.model.inputs  # fed to both: the profiles intersect
+    assert (image.name, image.min, image.max) == ("image", (1, 3, 32, 32), (2, 3, 128, 128))
+    assert [t.name for t in pipeline.model.outputs] == ["mask", "label"]
+    assert (pipeline.model.name, pipeline.model.backend, pipeline.model.max_batch_size) == (
+        "ocr",
+        "ensemble",
+        2,
+    )
+
+
+def test_one_engine_under_engines_is_served_under_the_model_name(tmp_path: Path) -> None:
+    folder = _copy_case("engines_ok", tmp_path)
+    text = (folder / "model.yaml").read_text()
+    single = text[: text.index("  cls:")] + "assets: {}\n"
+    (folder / "model.yaml").write_text(single)
+    loaded = load_spec(folder / "model.yaml")
+    (det,) = loaded.engines
+    assert det.spec.name == "ocr" and loaded.engine_folder("det") == "."

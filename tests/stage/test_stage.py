@@ -15,7 +15,8 @@ from onnx import TensorProto, helper
 from mmaas.backends import CompileRequest
 from mmaas.core.errors import BuildError
 from mmaas.core.manifest import ModelInfo, TensorInfo
-from mmaas.core.model_dir import verify_model_dir
+from mmaas.core.model_dir import verify_engine_dir, verify_model_dir
+from mmaas.core.model_request import EngineStamp, ModelRequest
 from mmaas.core.request import BuildRequest, Checks
 from mmaas.stage.build import build_model_dir
 from onnx_builder import ORT_SETTINGS
@@ -87,7 +88,7 @@ def test_real_model_compiles_and_is_checked_at_every_profile_point(
     ]
     assert [data.path for data in manifest.engine_data] == ["model.ort.onnx.data"]
     assert out.stat().st_mode & 0o755 == 0o755
-    assert verify_model_dir(out) == manifest
+    assert verify_engine_dir(out) == manifest
 
 
 def test_profile_check_fails_the_build_naming_the_point_and_shapes(tmp_path: Path) -> None:
@@ -126,6 +127,12 @@ def test_stage_command_line_builds_and_verifies(
     assert "Traceback" not in checked.stderr
 
 
+def one_engine(model: ModelInfo, spec_digest: str, key: str | None) -> ModelRequest:
+    """The stamp request of a single-engine model served as ``model``."""
+    engine = EngineStamp("model", ".", model, key)
+    return ModelRequest(model.name, model.version, spec_digest, (engine,))
+
+
 def test_stamp_reseals_one_engine_for_another_name_and_version(
     ppocr_models: dict[str, Path], tmp_path: Path
 ) -> None:
@@ -144,13 +151,19 @@ def test_stamp_reseals_one_engine_for_another_name_and_version(
     )
     renamed = replace(CLS_INFO, name="cls-renamed", version="2.0.0")
     out = tmp_path / "model"
-    manifest = stamp_model_dir(engine, out, renamed, "sha256:spec", key)
+    model = stamp_model_dir(engine, out, one_engine(renamed, "sha256:spec", key))
+    (entry,) = model.engines
+    manifest = entry.manifest
+    assert (model.name, model.version, model.spec_digest) == ("cls-renamed", "2.0.0", "sha256:spec")
+    assert (entry.name, entry.directory, model.schema_version) == ("model", ".", 3)
     assert manifest.model == renamed and manifest.spec_digest == "sha256:spec"
     assert manifest.engine == read_manifest(engine).engine
-    assert manifest.build["engine_key"] == key and verify_model_dir(out) == manifest
+    assert manifest.build["engine_key"] == key and verify_model_dir(out) == model
     assert (out / "report.json").read_text() == (engine / "report.json").read_text()
     with pytest.raises(IntegrityError, match=r"built for key sha256:a+, this build needs"):
-        stamp_model_dir(engine, tmp_path / "other", renamed, "sha256:spec", "sha256:" + "b" * 64)
+        stamp_model_dir(engine, tmp_path / "other", one_engine(renamed, "s", "sha256:" + "b" * 64))
     with pytest.raises(IntegrityError, match="serves another signature"):
-        stamp_model_dir(engine, tmp_path / "other", replace(renamed, max_batch_size=8), "s", key)
+        stamp_model_dir(
+            engine, tmp_path / "other", one_engine(replace(renamed, max_batch_size=8), "s", key)
+        )
     assert not (tmp_path / "other").exists()

@@ -20,7 +20,8 @@ from mmaas.backends import CompileRequest, get_runtime
 from mmaas.build.cache.local import EngineCache
 from mmaas.core.errors import IntegrityError
 from mmaas.core.manifest import FileRecord, read_manifest
-from mmaas.core.model_dir import verify_model_dir
+from mmaas.core.model_dir import verify_engine_dir
+from mmaas.core.model_request import EngineStamp, ModelRequest
 from mmaas.stage.build import build_model_dir
 from mmaas.stage.stamp import stamp_model_dir
 from onnx_builder import EXTERNAL_INFO as INFO
@@ -72,7 +73,7 @@ def test_the_model_directory_serves_alone_like_onnxruntime_on_the_source(
     shutil.copytree(out, moved)
     shutil.rmtree(out)
     shutil.rmtree(source.parent)
-    manifest = verify_model_dir(moved)
+    manifest = verify_engine_dir(moved)
     engine = get_runtime("onnxruntime").load(moved, manifest, threads=1)
     np.testing.assert_allclose(engine.infer({"x": x}, ["y"])["y"], expected, rtol=1e-5, atol=1e-4)
 
@@ -95,7 +96,7 @@ def test_a_tampered_data_file_is_refused(built: tuple[Path, Path], damage: str) 
         else "engine data does not match its manifest"
     )
     with pytest.raises(IntegrityError, match=expected) as caught:
-        verify_model_dir(out)
+        verify_engine_dir(out)
     assert "model.ort.onnx.data" in str(caught.value)
 
 
@@ -116,8 +117,10 @@ def test_stamp_and_the_engine_cache_carry_and_check_the_data_file(
 ) -> None:
     _, out = built
     renamed = replace(INFO, name="renamed", version="2")
-    stamped = stamp_model_dir(out, tmp_path / "stamped", renamed, "sha256:other", KEY)
-    assert stamped.engine_data == read_manifest(out).engine_data
+    engine = EngineStamp("model", ".", renamed, KEY)
+    request = ModelRequest(renamed.name, renamed.version, "sha256:other", (engine,))
+    stamped = stamp_model_dir(out, tmp_path / "stamped", request)
+    assert stamped.engines[0].manifest.engine_data == read_manifest(out).engine_data
     cache = EngineCache(tmp_path / "cache")
     assert cache.store(KEY, out)
     hit = cache.checkout(KEY, tmp_path / "checkout")

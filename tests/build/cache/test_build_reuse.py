@@ -125,8 +125,10 @@ def test_runtime_settings_change_hits_the_engine_cache(model: Model, capsys) -> 
     assert result.engine_cache == "hit" and result.engine_key == model.cold.engine_key
     assert states(output, COMPILE_STEP) == []  # no compile build ran
     assert states(output, "COPY --from=builder /opt/mmaas/engine/") == ["CACHED"]
-    assert result.manifest.engine == model.cold.manifest.engine
-    assert result.manifest.model.version == "1.0.1"
+    assert (
+        result.manifest.engines[0].manifest.engine == model.cold.manifest.engines[0].manifest.engine
+    )
+    assert result.manifest.version == "1.0.1"
 
 
 def test_readme_change_and_revision_label_reuse_every_layer(model: Model, capsys) -> None:
@@ -151,7 +153,9 @@ def test_without_the_engine_cache_the_compile_layer_is_reused(model: Model, caps
         model.write(model.spec)
     assert result.engine_cache == "off"
     assert states(output, COMPILE_STEP) == ["CACHED"]
-    assert result.manifest.engine == model.cold.manifest.engine
+    assert (
+        result.manifest.engines[0].manifest.engine == model.cold.manifest.engines[0].manifest.engine
+    )
 
 
 def test_a_fresh_cache_gets_the_engine_from_the_registry(
@@ -172,7 +176,9 @@ def test_a_fresh_cache_gets_the_engine_from_the_registry(
     assert second.engine_cache == "hit-registry", notes
     assert any("(pulled from " in note for note in notes)
     assert states(output, COMPILE_STEP) == []
-    assert second.manifest.engine == model.cold.manifest.engine
+    assert (
+        second.manifest.engines[0].manifest.engine == model.cold.manifest.engines[0].manifest.engine
+    )
 
 
 def test_a_failed_gate_fails_the_build_with_its_figures(model: Model, capsys) -> None:

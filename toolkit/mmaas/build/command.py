@@ -1,6 +1,6 @@
 """What a back end's build target refuses before any Docker work, and its compile command.
 
-:func:`engine_command` runs the checks ``mmaas build`` would otherwise meet only after the
+:func:`engine_commands` runs the checks ``mmaas build`` would otherwise meet only after the
 builder image is built (TensorRT: the template values -- builder image of another release,
 GPU targets -- and the trtexec argv of the pinned release, which refuses flags that
 release lacks and profiles trtexec cannot express) and returns the compile's command.
@@ -11,6 +11,7 @@ path; ``mmaas render`` prints the command.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from mmaas.backends import get_target
 from mmaas.core.errors import SpecError, SpecProblem
@@ -20,28 +21,37 @@ from mmaas.spec.yamlio import format_key_path
 LAST_KEY = re.compile(r"(\.[^.\[]+|\[[^\]]*\])$")
 
 
-def engine_command(loaded: LoadedSpec) -> list[str] | None:
-    """The compile's command for ``loaded`` as the builder stage runs it (None for a back
-    end that compiles through a library call), after every check of its build target.
+def engine_commands(loaded: LoadedSpec) -> dict[str, list[str] | None]:
+    """Each engine's compile command (by engine name) as the builder stage runs it (None
+    for a back end that compiles through a library call), after every check of its build
+    target; a multi-engine model's problems are located under ``engines.<engine>``.
 
     Raises:
-        SpecError: every problem the build target finds, each located in model.yaml.
+        SpecError: every problem the build targets find, each located in model.yaml.
     """
-    target = get_target(loaded.spec.backend)
     problems: list[SpecProblem] = []
-    command = None
-    try:
-        target.template_values(loaded.spec)
-    except SpecError as exc:
-        problems += exc.problems
-    try:
-        command = target.engine_command(loaded.spec, loaded.source_path, str(loaded.path))
-    except SpecError as exc:
-        problems += exc.problems
+    commands: dict[str, list[str] | None] = {}
+    for engine in loaded.engines:
+        target = get_target(engine.spec.backend)
+        found: list[SpecProblem] = []
+        commands[engine.name] = None
+        try:
+            target.template_values(engine.spec)
+        except SpecError as exc:
+            found += exc.problems
+        try:
+            commands[engine.name] = target.engine_command(
+                engine.spec, engine.source_path, str(loaded.path)
+            )
+        except SpecError as exc:
+            found += exc.problems
+        if loaded.spec.engines is not None:
+            found = [replace(p, key_path=f"engines.{engine.name}.{p.key_path}") for p in found]
+        problems += found
     if problems:
         unique = {(p.key_path, p.message): located(p, loaded) for p in problems}
         raise SpecError(sorted(unique.values(), key=lambda p: (p.line or 0, p.column or 0)))
-    return command
+    return commands
 
 
 def located(problem: SpecProblem, loaded: LoadedSpec) -> SpecProblem:

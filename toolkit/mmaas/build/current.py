@@ -3,8 +3,9 @@
 The *build digest* is a sha256 over everything the package build's image is made from:
 the package plan's digest (template name, values, generated files, labels), the template's
 text (a new template changes it), the bytes of every file and wheel it stages except
-the engine directory, the engine-cache key of each engine (which stands for the engine
-directory: it covers everything the compile reads), the content of every image the
+the engine directories (the assets staged beside them are hashed), the engine-cache key of
+each engine (which stands for its engine directory: it covers everything the compile
+reads), the content of every image the
 Dockerfile starts from (:func:`~mmaas.build.cache.key.image_content`) and the
 ``--revision``. ``mmaas build`` labels the image with it (``io.mmaas.build.digest``) and,
 after the image is verified and labelled, keeps a record (``<engine cache>/builds/<digest
@@ -39,7 +40,8 @@ from mmaas.build.verify import identity_labels
 from mmaas.core.errors import DockerError, IntegrityError
 from mmaas.core.files import assembled, atomic_write_text
 from mmaas.core.hashing import bytes_digest
-from mmaas.core.manifest import MANIFEST_NAME, Manifest, read_manifest
+from mmaas.core.manifest import MANIFEST_NAME
+from mmaas.core.model_manifest import ASSETS_DIR, ModelManifest, read_model_manifest
 
 BUILD_DIGEST_LABEL = "io.mmaas.build.digest"
 RECORD_FILE = "image.json"
@@ -48,13 +50,13 @@ RECORDS_DIR = "builds"  # beside the entries <key hex>/, which are 64 hex digits
 
 @dataclass(frozen=True)
 class CurrentImage:
-    """An up-to-date image: its tag, id, labels, plan digest and verified manifest."""
+    """An up-to-date image: its tag, id, labels, plan digest and verified model manifest."""
 
     image: str
     image_id: str
     labels: dict[str, str]
     plan_digest: str
-    manifest: Manifest
+    manifest: ModelManifest
 
 
 def records_root(engine_cache_root: Path | None) -> Path:
@@ -81,9 +83,7 @@ def build_digest(
             images[name] = image_content(docker_engine.inspect_image(str(name)))
         except DockerError:  # not in the local engine: the build pulls or makes it
             return None
-    staged: list[ContextFile | ContextWheel] = [
-        f for f in plan.files if f.target.split("/")[0] != ENGINE_CONTEXT
-    ]
+    staged: list[ContextFile | ContextWheel] = [f for f in plan.files if not _is_engine(f)]
     body = {
         "plan": plan.digest,
         "template": bytes_digest(template_text(plan.template).encode()),
@@ -93,6 +93,13 @@ def build_digest(
         "revision": revision,
     }
     return bytes_digest(json.dumps(body, sort_keys=True).encode())
+
+
+def _is_engine(item: ContextFile) -> bool:
+    """True for an engine directory of the package context (``engine``, ``engine/<name>``),
+    which its engine-cache key stands for; the assets staged beside them are hashed."""
+    parts = item.target.split("/")
+    return parts[0] == ENGINE_CONTEXT and parts[1:2] != [ASSETS_DIR]
 
 
 def current_image(image: str, digest: str, records: Path) -> tuple[CurrentImage | None, str]:
@@ -107,7 +114,7 @@ def current_image(image: str, digest: str, records: Path) -> tuple[CurrentImage 
     try:
         with _locked(records, digest):
             saved: dict[str, Any] = json.loads((record / RECORD_FILE).read_text())
-            manifest = read_manifest(record)
+            manifest = read_model_manifest(record)
     except FileNotFoundError:
         return None, ""
     except (OSError, ValueError, KeyError, IntegrityError) as exc:

@@ -1,48 +1,77 @@
-"""``mmaas serve``'s compile: what the builder stage does, on this host, without Docker."""
+"""``mmaas serve``'s compile: what the builder stage does, on this host, without Docker.
+
+A single-engine model (no assets, no pipeline) compiles into ``<model folder>/.mmaas/
+engine``, an engine directory that is served as is. Any other model compiles each engine
+into ``.mmaas/engines/<engine>`` and is stamped, with its assets, into ``.mmaas/model`` as
+the package build does. An engine directory is reused while it verifies and was built from
+the same engine request and source file, so changing one engine recompiles only that one.
+"""
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from pathlib import Path
 
 from mmaas.build.plan import compile_request
-from mmaas.build.requests import checks
+from mmaas.build.requests import checks, engine_digest, engine_request, model_request
 from mmaas.core.errors import IntegrityError
+from mmaas.core.files import link_or_copy
 from mmaas.core.hashing import file_digests
-from mmaas.core.model_dir import verify_model_dir
-from mmaas.spec.load import LoadedSpec, load_spec
+from mmaas.core.model_dir import verify_engine_dir
+from mmaas.spec.composition import asset_target
+from mmaas.spec.load import EngineSource, LoadedSpec, load_spec
 from mmaas.stage.build import build_model_dir
+from mmaas.stage.stamp import stamp_model_dir
 
 
 def compile_local(model: Path, *, rebuild: bool = False) -> tuple[LoadedSpec, Path]:
-    """Compile ``model`` on this host into ``<model folder>/.mmaas/engine`` (what the
-    builder stage does, without Docker); return the loaded spec and that model directory.
-    An existing
-    directory is reused when it verifies and was built from the same spec digest and
-    source sha256, unless ``rebuild``.
+    """Compile ``model`` on this host (see the module docstring); return the loaded spec
+    and the model directory to serve. ``rebuild`` recompiles every engine.
 
     Raises:
-        SpecError, BuildError: as for ``mmaas build``.
+        SpecError, BuildError, IntegrityError: as for ``mmaas build``.
     """
     loaded = load_spec(model)
-    out_dir = loaded.model_dir / ".mmaas" / "engine"
-    digest = loaded.spec.digest()
-    if not rebuild and _reusable(out_dir, digest, loaded.source_path):
-        return loaded, out_dir
-    request = compile_request(loaded.spec, loaded.source_path, out_dir)
-    accuracy = loaded.spec.checks.accuracy
+    work = loaded.model_dir / ".mmaas"
+    if len(loaded.engines) == 1 and not loaded.assets and loaded.pipeline is None:
+        return loaded, _engine(loaded, loaded.engines[0], work / "engine", rebuild)
+    engine_dirs = {
+        e.name: _engine(loaded, e, work / "engines" / e.name, rebuild) for e in loaded.engines
+    }
+    with tempfile.TemporaryDirectory(prefix="tree-", dir=work) as scratch:
+        tree = Path(scratch)
+        for name, engine_dir in engine_dirs.items():
+            target = tree / loaded.engine_folder(name)
+            shutil.copytree(engine_dir, target, copy_function=link_or_copy, dirs_exist_ok=True)
+        for path in loaded.assets.values():
+            target = tree / asset_target(loaded.model_dir, path)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            link_or_copy(path, target)
+        stamp_model_dir(tree, work / "model", model_request(loaded, {}))
+    return loaded, work / "model"
+
+
+def _engine(loaded: LoadedSpec, engine: EngineSource, out_dir: Path, rebuild: bool) -> Path:
+    """Compile one engine into ``out_dir`` unless a matching one is there."""
+    spec, source = engine.spec, engine.source_path
+    digest = engine_digest(engine_request(spec, source, None))
+    if not rebuild and _reusable(out_dir, digest, source):
+        return out_dir
+    accuracy = spec.checks.accuracy
     build_model_dir(
-        request,
+        compile_request(spec, source, out_dir),
         digest,
         out_dir,
-        checks=checks(loaded.spec.checks),
+        checks=checks(spec.checks),
         samples=[loaded.model_dir / s for s in accuracy.samples] if accuracy else [],
     )
-    return loaded, out_dir
+    return out_dir
 
 
 def _reusable(out_dir: Path, spec_digest: str, source: Path) -> bool:
     try:
-        manifest = verify_model_dir(out_dir)
+        manifest = verify_engine_dir(out_dir)
     except IntegrityError:
         return False
     return (

@@ -1,5 +1,10 @@
-"""``mmaas build``: load -> engine-cache key -> cached engine, or the compile build (then
-keep the engine) -> the package build -> check.
+"""``mmaas build``: load -> per engine: engine-cache key -> cached engine, or its compile
+build (then keep the engine) -> the package build of all engines and assets -> check.
+
+Each engine of a model compiles in a compile build of its own and is cached under its own
+key (its engine view: :mod:`mmaas.spec.engines`), so changing one engine recompiles that
+engine only; the package build stages them all (with the assets) and stamps one model
+directory.
 
 "Compile, then package", as the GPU route does: the compile build ends in the builder stage
 whose engine directory is copied out, verified and stored in the engine cache (and pushed);
@@ -22,20 +27,25 @@ the engine runs no Docker build at all (:mod:`mmaas.build.current`). The phases 
 
 from __future__ import annotations
 
-import os
 import secrets
-import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-import mmaas
 from mmaas.backends import CompileBuild, get_target
 from mmaas.build import docker as docker_engine
 from mmaas.build.cache.key import builder_image, key_for
 from mmaas.build.cache.reuse import CacheOptions, Say, keep_engine, note, reuse_engine
+from mmaas.build.context import (
+    TOOLKIT_DIR,
+    ca_bundle_of,
+    compile_plan,
+    engine_target,
+    package_plan,
+    stage_context,
+)
 from mmaas.build.current import (
     CurrentImage,
     build_digest,
@@ -44,23 +54,28 @@ from mmaas.build.current import (
     record_build,
     records_root,
 )
-from mmaas.build.plan import ENGINE_CONTEXT, MODEL_DIR, BuildPlan, engine_inputs, make_plan
-from mmaas.build.render import render_dockerfile
+from mmaas.build.plan import MODEL_DIR, BuildPlan, engine_inputs
 from mmaas.build.verify import check_labels, engine_labels
-from mmaas.build.wheel import pack_wheel
-from mmaas.core.files import atomic_write_text, link_or_copy
-from mmaas.core.manifest import Manifest
-from mmaas.core.model_dir import verify_model_dir
-from mmaas.spec.load import LoadedSpec, load_spec
+from mmaas.core.model_dir import verify_engine_dir, verify_model_dir
+from mmaas.core.model_manifest import ModelManifest
+from mmaas.spec.load import EngineSource, LoadedSpec, load_spec
 from mmaas.spec.onnx_graph import external_data_files
 
-TOOLKIT_DIR = Path(mmaas.__file__).resolve().parent
-IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc")
 Phase = Callable[[str, str], None]  # (phase, what): check, compile, package, verify
 
 
 def no_phase(name: str, detail: str) -> None:
     """The default ``phase`` callback: phases are not shown."""
+
+
+@dataclass(frozen=True)
+class EngineBuild:
+    """How one engine of a build was obtained: its engine-cache key (``sha256:<hex>``, None
+    when unknown) and ``cache``: ``hit`` (local cache), ``hit-registry`` (pulled), ``miss``
+    (compiled), ``off``, or ``current``: the image was up to date, no Docker build ran."""
+
+    key: str | None
+    cache: str
 
 
 @dataclass(frozen=True)
@@ -70,62 +85,32 @@ class BuildResult:
     Attributes:
         image: the tag (``repository:tag``).
         image_id: ``sha256:<hex>`` of the labelled image.
-        manifest: the engine's manifest as verified on the host.
+        manifest: the model manifest as verified on the host.
         labels: the engine labels added after the build.
-        plan_digest: digest of the build plan.
+        plan_digest: digest of the package build's plan.
         seconds: wall time of the whole build, in seconds.
-        engine_key: the engine-cache key (``sha256:<hex>``), or None when unknown.
-        engine_cache: ``hit`` (local cache), ``hit-registry`` (pulled), ``miss``
-            (compiled), ``off``, or ``current``: the image was up to date, no Docker build ran.
+        engines: each engine's key and cache outcome, by engine name.
     """
 
     image: str
     image_id: str
-    manifest: Manifest
+    manifest: ModelManifest
     labels: dict[str, str]
     plan_digest: str
     seconds: float
-    engine_key: str | None = None
-    engine_cache: str = "off"
+    engines: Mapping[str, EngineBuild]
 
+    @property
+    def engine_key(self) -> str | None:
+        """The engine-cache key of a single-engine model (None for several engines)."""
+        keys = [build.key for build in self.engines.values()]
+        return keys[0] if len(keys) == 1 else None
 
-def plan_model(
-    model: Path,
-    *,
-    ca_bundle: Path | None = None,
-    buildkit: bool | None = None,
-    engine_dir: Path | None = None,
-) -> tuple[LoadedSpec, BuildPlan]:
-    """Load ``model`` (folder or model.yaml) and plan one of its builds: the compile build
-    (``engine_dir`` None) or the package build around ``engine_dir`` (rendering needs only
-    its path: ``Path("engine")`` shows the Dockerfile that makes the image). ``buildkit``
-    None asks the Docker client; ``ca_bundle`` overrides ``image.ca_bundle`` and
-    ``MMAAS_CA_BUNDLE``.
-
-    Raises:
-        SpecError: the spec is invalid. DockerError: ``buildkit`` is None and no engine.
-    """
-    loaded = load_spec(model)
-    return loaded, _plan(loaded, ca_bundle, buildkit, engine_dir=engine_dir)
-
-
-def stage_context(plan: BuildPlan, context: Path) -> Path:
-    """Fill the empty directory ``context`` with only this model's build inputs (C14);
-    return the Dockerfile's path. Files are hard-linked when possible."""
-    for item in plan.files:
-        target = context / item.target
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if item.source.is_dir():
-            shutil.copytree(item.source, target, ignore=IGNORED, copy_function=link_or_copy)
-        else:
-            link_or_copy(item.source, target)
-    for wheel in plan.wheels:
-        pack_wheel(wheel.packages, context / wheel.target, wheel.root)
-    for name, text in plan.generated.items():
-        atomic_write_text(context / name, text)
-    dockerfile = context / "Dockerfile"
-    atomic_write_text(dockerfile, render_dockerfile(plan))
-    return dockerfile
+    @property
+    def engine_cache(self) -> str:
+        """The cache outcome: the engines' common one, or ``partial`` when they differ."""
+        outcomes = {build.cache for build in self.engines.values()}
+        return outcomes.pop() if len(outcomes) == 1 else "partial"
 
 
 def build_image(
@@ -137,11 +122,12 @@ def build_image(
     say: Say = note,
     phase: Phase = no_phase,
 ) -> BuildResult:
-    """Build, verify and label the image of ``model``: take the engine from the engine cache
-    (local, then registry) or compile it in the compile build (and keep it), then package
-    it in the package build; or, when the image of the same build digest is already there
-    and checks out, return it without any Docker build. ``say`` reports hits, misses and
-    dropped entries (default: one ``mmaas:`` line on stderr each); ``phase`` each phase.
+    """Build, verify and label the image of ``model``: take each engine from the engine
+    cache (local, then registry) or compile it in its compile build (and keep it), then
+    package them in the package build; or, when the image of the same build digest is
+    already there and checks out, return it without any Docker build. ``say`` reports
+    hits, misses and dropped entries (default: one ``mmaas:`` line on stderr each;
+    ``engine <name>:`` first for several); ``phase`` each phase.
 
     Raises:
         SpecError, DockerError, IntegrityError, BuildError: as their names say.
@@ -149,35 +135,55 @@ def build_image(
     started = time.perf_counter()
     cache = cache or CacheOptions()
     loaded = load_spec(model)
-    target = get_target(loaded.spec.backend)
+    target = get_target(loaded.engines[0].spec.backend)
     image = f"{loaded.spec.image_repository}:{loaded.spec.image_tag}"
-    extra_tag = target.preflight(loaded.spec, image)  # before any Docker work (C11)
+    tags = [target.preflight(e.spec, image) for e in loaded.engines]  # before Docker (C11)
+    extra_tag = next((tag for tag in tags if tag), None)
+    bundle = ca_bundle or ca_bundle_of(loaded)
+    buildkit = docker_engine.client().buildkit
     phase("check", image)
     with docker_engine.inspections_once():
-        key = _engine_key(loaded, cache, say)
-        draft = _plan(loaded, ca_bundle, None, engine_key=key, engine_dir=Path(ENGINE_CONTEXT))
-        digest, records = build_digest(draft, [key], revision), records_root(cache.root)
+        keys = {
+            e.name: _engine_key(loaded, e, cache, _teller(loaded, e, say)) for e in loaded.engines
+        }
+        folders = {e.name: Path(engine_target(loaded, e.name)) for e in loaded.engines}
+        draft = package_plan(loaded, keys, folders, bundle, buildkit)
+        digest, records = (
+            build_digest(draft, list(keys.values()), revision),
+            records_root(cache.root),
+        )
     if digest and cache.enabled and cache.reuse_image:
         found, why = current_image(image, digest, records)
         if why:
             say(why)
         if found is not None:
             _tag(found.image, extra_tag, say)
-            return _result(found, started, key, "current")
+            return _result(found, started, {n: EngineBuild(k, "current") for n, k in keys.items()})
     with tempfile.TemporaryDirectory(prefix="mmaas-build-") as scratch:
         work = Path(scratch)
-        reuse = reuse_engine(loaded.spec.name, key, cache, work / "cached", say)
-        if not reuse.hit:
-            phase("compile", loaded.spec.name)
-        engine_dir = reuse.path or compile_engine(loaded, key, work, ca_bundle)
-        if key is not None and not reuse.hit:
-            keep_engine(loaded.spec.name, key, engine_dir, cache, say)
-        plan = _plan(loaded, ca_bundle, None, engine_key=key, engine_dir=engine_dir)
+        engine_dirs: dict[str, Path] = {}
+        builds: dict[str, EngineBuild] = {}
+        for engine in loaded.engines:
+            tell, key = _teller(loaded, engine, say), keys[engine.name]
+            folder = work / "engines" / engine.name
+            folder.mkdir(parents=True)
+            reuse = reuse_engine(loaded.spec.name, key, cache, folder / "cached", tell)
+            if not reuse.hit:
+                phase("compile", engine.spec.name)
+            engine_dirs[engine.name] = reuse.path or compile_engine(
+                loaded, engine, key, folder, bundle
+            )
+            if key is not None and not reuse.hit:
+                keep_engine(loaded.spec.name, key, engine_dirs[engine.name], cache, tell)
+            builds[engine.name] = EngineBuild(key, reuse.status)
+        plan = package_plan(loaded, keys, engine_dirs, bundle, buildkit)
         phase("package", plan.image)
         built = _build(plan, work / "package", plan.image)
         phase("verify", plan.image)
         manifest = verify_model_dir(docker_engine.copy_from_image(built, MODEL_DIR, work / "model"))
-        labels = {**engine_labels(manifest, plan.digest, revision), **target.labels(manifest)}
+        labels = engine_labels(manifest, plan.digest, revision)
+        for entry in manifest.engines:
+            labels.update(target.labels(entry.manifest))
         labels = labelled(labels, digest)
         image_id = docker_engine.add_labels(plan.image, labels)
         check_labels(plan.image, manifest)
@@ -185,7 +191,7 @@ def build_image(
         if digest and cache.enabled:
             record_build(records, digest, done, work / "model")
     _tag(plan.image, extra_tag, say)
-    return _result(done, started, key, reuse.status)
+    return _result(done, started, builds)
 
 
 def _tag(image: str, extra_tag: str | None, say: Say) -> None:
@@ -194,7 +200,7 @@ def _tag(image: str, extra_tag: str | None, say: Say) -> None:
         say(f"tagged {extra_tag} (this build's GPU target)")
 
 
-def _result(image: CurrentImage, started: float, key: str | None, status: str) -> BuildResult:
+def _result(image: CurrentImage, started: float, builds: Mapping[str, EngineBuild]) -> BuildResult:
     seconds = round(time.perf_counter() - started, 3)
     return BuildResult(
         image.image,
@@ -203,15 +209,18 @@ def _result(image: CurrentImage, started: float, key: str | None, status: str) -
         image.labels,
         image.plan_digest,
         seconds,
-        key,
-        status,
+        builds,
     )
 
 
 def compile_engine(
-    loaded: LoadedSpec, key: str | None, work: Path, ca_bundle: Path | None = None
+    loaded: LoadedSpec,
+    engine: EngineSource,
+    key: str | None,
+    work: Path,
+    ca_bundle: Path | None = None,
 ) -> Path:
-    """Run the compile build of ``loaded`` through its back end's compile route
+    """Run the compile build of ``engine`` through its back end's compile route
     (:meth:`mmaas.backends.BuildTarget.compile_engine`) and return the verified engine
     directory it wrote under ``work``.
 
@@ -220,7 +229,8 @@ def compile_engine(
             build output). BuildError: the GPU compile container failed. IntegrityError:
             the engine directory does not verify.
     """
-    plan = _plan(loaded, ca_bundle, None, engine_key=key)
+    buildkit = docker_engine.client().buildkit
+    plan = compile_plan(loaded, engine, key, ca_bundle or ca_bundle_of(loaded), buildkit)
     tag = f"{loaded.spec.image_repository}:engine-{secrets.token_hex(6)}"
     build = CompileBuild(
         build=lambda stage: _build(plan, work / "compile", tag, stage),
@@ -228,14 +238,9 @@ def compile_engine(
         docker=docker_engine.client().argv(),
         work=work,
     )
-    engine_dir = get_target(loaded.spec.backend).compile_engine(build)
-    verify_model_dir(engine_dir)
+    engine_dir = get_target(engine.spec.backend).compile_engine(build)
+    verify_engine_dir(engine_dir)
     return engine_dir
-
-
-def _ca_bundle(loaded: LoadedSpec) -> Path | None:
-    configured = loaded.spec.image.ca_bundle or os.environ.get("MMAAS_CA_BUNDLE")
-    return None if not configured else (loaded.model_dir / configured).resolve()
 
 
 def _build(plan: BuildPlan, context: Path, tag: str, target: str | None = None) -> str:
@@ -243,41 +248,26 @@ def _build(plan: BuildPlan, context: Path, tag: str, target: str | None = None) 
     return docker_engine.build(context, stage_context(plan, context), tag, target=target)
 
 
-def _plan(
-    loaded: LoadedSpec,
-    ca_bundle: Path | None,
-    buildkit: bool | None,
-    *,
-    engine_key: str | None = None,
-    engine_dir: Path | None = None,
-) -> BuildPlan:
-    if buildkit is None:
-        buildkit = docker_engine.client().buildkit
-    return make_plan(
-        loaded.spec,
-        loaded.source_path,
-        toolkit_dir=TOOLKIT_DIR,
-        buildkit=buildkit,
-        ca_bundle=ca_bundle or _ca_bundle(loaded),
-        model_dir=loaded.model_dir,
-        external_data=external_data_files(loaded.source_path),
-        engine_key=engine_key,
-        engine_dir=engine_dir,
-    )
+def _teller(loaded: LoadedSpec, engine: EngineSource, say: Say) -> Say:
+    if len(loaded.engines) == 1:
+        return say
+    return lambda message: say(f"engine {engine.name}: {message}")
 
 
-def _engine_key(loaded: LoadedSpec, cache: CacheOptions, say: Say) -> str | None:
+def _engine_key(
+    loaded: LoadedSpec, engine: EngineSource, cache: CacheOptions, say: Say
+) -> str | None:
     files = engine_inputs(
-        loaded.spec,
-        loaded.source_path,
+        engine.spec,
+        engine.source_path,
         toolkit_dir=TOOLKIT_DIR,
-        external_data=external_data_files(loaded.source_path),
+        external_data=external_data_files(engine.source_path),
         model_dir=loaded.model_dir,
     )
-    key = key_for(loaded.spec, loaded.source_path, files)
+    key = key_for(engine.spec, engine.source_path, files)
     if key is None and cache.enabled:
         say(
-            f"engine cache off for this build: {builder_image(loaded.spec)} is not in the "
+            f"engine cache off for this build: {builder_image(engine.spec)} is not in the "
             "local Docker engine yet, so the key cannot be computed"
         )
     return key

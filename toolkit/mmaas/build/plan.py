@@ -25,9 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from mmaas.backends import CompileRequest, get_target
-from mmaas.build.requests import build_request, engine_request, model_info
+from mmaas.build.requests import engine_request
 from mmaas.build.wheel import CONSTRAINTS, constraints_text, requirements
 from mmaas.core.hashing import bytes_digest
+from mmaas.core.model_request import ModelRequest
+from mmaas.spec.engines import model_info
 from mmaas.spec.model import ModelSpec
 
 MODEL_DIR = "/opt/mmaas/model"
@@ -91,13 +93,11 @@ def make_plan(
     external_data: Sequence[str] = (),
     model_dir: Path | None = None,
     engine_key: str | None = None,
-    engine_dir: Path | None = None,
 ) -> BuildPlan:
-    """Plan one of the two builds of a completed ``spec`` whose ONNX file is ``source``:
-    the compile build (``engine_dir`` None; its last stage holds the compiled engine
-    directory at :data:`ENGINE_DIR`) or the package build of the image around the verified
-    engine directory ``engine_dir`` (just compiled, or an engine-cache hit). The package
-    build is the same whichever way the engine came, so its layers are reused (C13).
+    """Plan the compile build of one engine: ``spec`` is a completed single-engine spec
+    (an engine view, :func:`mmaas.spec.engines.engine_view`) whose ONNX file is
+    ``source``; the build's last stage holds the compiled engine directory at
+    :data:`ENGINE_DIR`.
 
     Args:
         external_data: the ONNX file's external data locations (relative to its folder,
@@ -110,41 +110,79 @@ def make_plan(
             default ``source``'s folder.
         engine_key: the engine-cache key (:mod:`mmaas.build.cache.key`), recorded in the
             manifest; None when it could not be computed.
-        engine_dir: the engine directory to package, or None for the compile build.
 
     Raises:
         SpecError: the back end's build target cannot build a setting of ``spec``.
     """
-    target = get_target(spec.backend)
     inputs = engine_inputs(
         spec, source, toolkit_dir=toolkit_dir, external_data=external_data, model_dir=model_dir
     )
     files = [item for item in inputs if isinstance(item, ContextFile)]
     wheels = [item for item in inputs if isinstance(item, ContextWheel)]
-    if engine_dir is not None:  # the package build stages the engine, not its inputs
-        files = [ContextFile(engine_dir, ENGINE_CONTEXT)]
-        wheels.append(ContextWheel(toolkit_dir, target.runtime_packages, RUNTIME_WHEEL))
+    request = engine_request(spec, source, engine_key)
+    generated = {"engine-request.json": request.to_json()}
+    return _plan(spec, spec, "compile", files, wheels, generated, buildkit, ca_bundle)
+
+
+def make_package_plan(
+    spec: ModelSpec,
+    engine: ModelSpec,
+    request: ModelRequest,
+    tree: Sequence[ContextFile],
+    *,
+    toolkit_dir: Path,
+    buildkit: bool,
+    ca_bundle: Path | None = None,
+) -> BuildPlan:
+    """Plan the package build of the completed model ``spec``: the image around its
+    verified engine directories and assets, staged as ``tree`` under
+    :data:`ENGINE_CONTEXT` (laid out as the model directory will be: see
+    :mod:`mmaas.stage.stamp`), stamped by ``request``. ``engine`` is one of its engine
+    views: its back end makes the image (every engine of a model has the same back end).
+    The build is the same whether the engines were compiled just now or came from the
+    engine cache, so its layers are reused (C13).
+    """
+    target = get_target(engine.backend)
+    wheels = [
+        ContextWheel(toolkit_dir, target.builder_packages, BUILDER_WHEEL),
+        ContextWheel(toolkit_dir, target.runtime_packages, RUNTIME_WHEEL),
+    ]
+    generated = {"build-request.json": request.to_json()}
+    return _plan(spec, engine, "package", list(tree), wheels, generated, buildkit, ca_bundle)
+
+
+def _plan(
+    spec: ModelSpec,
+    engine: ModelSpec,
+    phase: str,
+    files: list[ContextFile],
+    wheels: list[ContextWheel],
+    generated: dict[str, str],
+    buildkit: bool,
+    ca_bundle: Path | None,
+) -> BuildPlan:
+    target = get_target(engine.backend)
     if ca_bundle is not None:
         files.append(ContextFile(ca_bundle, "ca-bundle.pem"))
-    stamped = build_request(spec, source, engine_key)
     labels = {
         "org.opencontainers.image.title": spec.name,
         "org.opencontainers.image.version": spec.version,
         "org.opencontainers.image.description": spec.description or f"{spec.name} (mmaas)",
         f"{LABEL_PREFIX}.model.name": spec.name,
         f"{LABEL_PREFIX}.model.version": spec.version,
-        f"{LABEL_PREFIX}.backend": spec.backend,
-        f"{LABEL_PREFIX}.precision": spec.target_precision,
-        f"{LABEL_PREFIX}.spec.digest": stamped.spec_digest,
+        f"{LABEL_PREFIX}.backend": engine.backend,
+        f"{LABEL_PREFIX}.precision": _precision(spec),
+        f"{LABEL_PREFIX}.spec.digest": spec.digest(),
+        **({} if spec.engines is None else {f"{LABEL_PREFIX}.engines": ",".join(spec.engines)}),
         **spec.image.labels,
     }
     wheel = f"mmaas-{metadata.version('mmaas')}-py3-none-any.whl"
-    recipe = target.recipe(spec)
+    recipe = target.recipe(engine)
     values = {
         "base_image": spec.image.base_image,
         "buildkit": buildkit,
         "ca_bundle": ca_bundle is not None,
-        "phase": "compile" if engine_dir is None else "package",
+        "phase": phase,
         "model_dir": MODEL_DIR,
         "engine_dir": ENGINE_DIR,
         "builder_wheel": f"/opt/mmaas/{BUILDER_WHEEL}/{wheel}[{','.join(recipe.builder_extras)}]",
@@ -152,16 +190,14 @@ def make_plan(
         "env": runtime_env(spec),
         "ports": [port for port in _ports(spec) if port],
         "labels": labels,
-        **target.template_values(spec),
+        **target.template_values(engine),
     }
     generated = {
-        "build-request.json": stamped.to_json(),
+        **generated,
         CONSTRAINTS: constraints_text(),
         "requirements-builder.txt": _lines(requirements(recipe.builder_extras)),
         "requirements-runtime.txt": _lines(requirements(recipe.runtime_extras)),
     }
-    if engine_dir is None:
-        generated["engine-request.json"] = engine_request(spec, source, engine_key).to_json()
     plan = BuildPlan(
         image=f"{spec.image_repository}:{spec.image_tag}",
         template=recipe.template,
@@ -172,6 +208,14 @@ def make_plan(
         labels=labels,
     )
     return BuildPlan(**{**plan.__dict__, "digest": _digest(plan)})
+
+
+def _precision(spec: ModelSpec) -> str:
+    """The engines' precision (``mixed`` when they differ)."""
+    if spec.engines is None:
+        return spec.target_precision
+    precisions = {engine.target_precision for engine in spec.engines.values()}
+    return precisions.pop() if len(precisions) == 1 else "mixed"
 
 
 def engine_inputs(

@@ -4,38 +4,30 @@
 version, the back end's engine settings (its build target's frozen type), the gates and
 the staged paths of the source and samples; everything else in model.yaml (name,
 version, description, runtime, image) leaves it, and so the engine, unchanged (C13). Its
-JSON is also the spec part of the engine-cache key. :func:`build_request` is what the stamp
-step reads: the same with this build's name, version and spec digest.
+JSON is also the spec part of the engine-cache key. :func:`model_request` is what the stamp
+step reads: every engine's served signature, the assets and the pipeline, with this
+build's name, version and spec digest.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, replace
 from pathlib import Path
 
 from mmaas.backends import get_target
 from mmaas.core.hashing import bytes_digest
-from mmaas.core.manifest import ModelInfo, TensorInfo
+from mmaas.core.model_request import AssetStamp, EngineStamp, ModelRequest
 from mmaas.core.request import BuildRequest, Checks
-from mmaas.spec.model import ChecksSpec, InputSpec, ModelSpec, OutputSpec
-from mmaas.spec.sample_values import sample_values
+from mmaas.spec.composition import asset_target
+from mmaas.spec.engines import model_info
+from mmaas.spec.gates import ChecksSpec
+from mmaas.spec.load import LoadedSpec
+from mmaas.spec.model import ModelSpec
 
 # name and version of the engine request's model: neutral, so that the compile's layer
 # and the engine-cache key survive a rename or a version bump (the stamp step sets them).
 ENGINE_MODEL = ("engine", "0")
-
-
-def model_info(spec: ModelSpec) -> ModelInfo:
-    """The served signature of a completed spec (every tensor has datatype and shape)."""
-    return ModelInfo(
-        name=spec.name,
-        version=spec.version,
-        backend=spec.backend,
-        precision=spec.target_precision,
-        max_batch_size=spec.max_batch_size,
-        inputs=tuple(_tensor(t) for t in spec.inputs),
-        outputs=tuple(_tensor(t) for t in spec.outputs),
-    )
 
 
 def checks(spec: ChecksSpec) -> Checks:
@@ -52,11 +44,6 @@ def engine_request(spec: ModelSpec, source: Path, engine_key: str | None) -> Bui
         neutral, model=replace(neutral.model, name=ENGINE_MODEL[0], version=ENGINE_MODEL[1])
     )
     return replace(neutral, spec_digest=engine_digest(neutral), engine_key=engine_key)
-
-
-def build_request(spec: ModelSpec, source: Path, engine_key: str | None) -> BuildRequest:
-    """The stamp step's request: the served signature and the whole spec's digest."""
-    return _request(spec, source, spec.digest(), engine_key)
 
 
 def engine_digest(request: BuildRequest) -> str:
@@ -81,16 +68,32 @@ def _request(
     )
 
 
-def _tensor(spec: InputSpec | OutputSpec) -> TensorInfo:
-    tensor = TensorInfo(
-        name=spec.name, datatype=spec.datatype or "FP32", shape=tuple(spec.shape or ())
-    )
-    if not isinstance(spec, InputSpec):
-        return tensor
-    return replace(
-        tensor,
-        min=spec.min,
-        opt=spec.opt,
-        max=spec.max,
-        sample_values=sample_values(spec.sample_values),
+def model_request(loaded: LoadedSpec, engine_keys: Mapping[str, str | None]) -> ModelRequest:
+    """The stamp step's request for ``loaded``: each engine's served signature, its folder
+    in the model directory and its engine-cache key (``engine_keys`` by engine name), the
+    assets' places and pins, the pipeline record, and the whole spec's digest."""
+    spec = loaded.spec
+    pins = {name: asset.sha256 for name, asset in spec.assets.items()}
+    return ModelRequest(
+        name=spec.name,
+        version=spec.version,
+        spec_digest=spec.digest(),
+        engines=tuple(
+            EngineStamp(
+                engine.name,
+                loaded.engine_folder(engine.name),
+                model_info(engine.spec),
+                engine_keys.get(engine.name),
+            )
+            for engine in loaded.engines
+        ),
+        assets=tuple(
+            AssetStamp(
+                name,
+                asset_target(loaded.model_dir, path),
+                f"sha256:{pins[name]}" if pins[name] else None,
+            )
+            for name, path in loaded.assets.items()
+        ),
+        pipeline=loaded.pipeline,
     )

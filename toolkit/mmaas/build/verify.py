@@ -1,7 +1,15 @@
 """Checks of a built image on the host: its model directory verified against the
 manifest, and the engine-identity labels (``io.mmaas.engine.blake3`` ...) compared with the
 manifest, so an image whose labels, manifest and engine disagree is never tagged and
-``mmaas verify`` can re-check one later."""
+``mmaas verify`` can re-check one later.
+
+Labels (docs/design.md, "Image labels"): ``io.mmaas.engine.blake3`` / ``.sha256`` are the
+engine-set digest (:func:`mmaas.core.model_manifest.engine_set_digest`: one engine's own
+file digest, as always; several engines' combined digest), which ``MMAAS_EXPECTED_ENGINE``
+pins; ``io.mmaas.manifest.digest``; for a single engine with data files
+``io.mmaas.engine-data.blake3``; for engines in folders of their own, per engine
+``io.mmaas.engine.<engine>.blake3`` / ``.sha256`` / ``.data.blake3``; per asset
+``io.mmaas.asset.<asset>.blake3``."""
 
 from __future__ import annotations
 
@@ -11,25 +19,35 @@ from pathlib import Path
 from mmaas.build import docker as docker_engine
 from mmaas.build.plan import MODEL_DIR
 from mmaas.core.errors import IntegrityError
-from mmaas.core.manifest import Manifest
 from mmaas.core.model_dir import verify_model_dir
+from mmaas.core.model_manifest import ModelManifest, engine_set_digest
 
 
-def identity_labels(manifest: Manifest) -> dict[str, str]:
-    """The labels that must equal the manifest: the engine's blake3 and sha256, the
-    blake3 of each engine data file (comma-separated, in manifest order; absent when the
-    engine is one file) and the manifest's own digest."""
+def identity_labels(manifest: ModelManifest) -> dict[str, str]:
+    """The labels that must equal the manifest (see the module docstring); engine data
+    digests are comma-separated, in manifest order."""
     labels = {
-        "io.mmaas.engine.blake3": manifest.engine.blake3,
-        "io.mmaas.engine.sha256": manifest.engine.sha256,
+        "io.mmaas.engine.blake3": engine_set_digest(manifest, "blake3"),
+        "io.mmaas.engine.sha256": engine_set_digest(manifest, "sha256"),
         "io.mmaas.manifest.digest": manifest.manifest_digest,
     }
-    if manifest.engine_data:
-        labels["io.mmaas.engine-data.blake3"] = ",".join(f.blake3 for f in manifest.engine_data)
+    for entry in manifest.engines:
+        engine, data = entry.manifest, ",".join(f.blake3 for f in entry.manifest.engine_data)
+        if entry.directory == ".":
+            labels.update({"io.mmaas.engine-data.blake3": data} if data else {})
+            continue
+        prefix = f"io.mmaas.engine.{entry.name}"
+        labels[f"{prefix}.blake3"] = engine.engine.blake3
+        labels[f"{prefix}.sha256"] = engine.engine.sha256
+        labels.update({f"{prefix}.data.blake3": data} if data else {})
+    for asset in manifest.assets:
+        labels[f"io.mmaas.asset.{asset.name}.blake3"] = asset.file.blake3
     return labels
 
 
-def engine_labels(manifest: Manifest, plan_digest: str, revision: str | None) -> dict[str, str]:
+def engine_labels(
+    manifest: ModelManifest, plan_digest: str, revision: str | None
+) -> dict[str, str]:
     """Labels that identify the engine inside the image (known only after the build)."""
     labels = {**identity_labels(manifest), "io.mmaas.plan.digest": plan_digest}
     if revision:
@@ -37,7 +55,7 @@ def engine_labels(manifest: Manifest, plan_digest: str, revision: str | None) ->
     return labels
 
 
-def verify_image(image: str) -> Manifest:
+def verify_image(image: str) -> ModelManifest:
     """Copy the model directory out of ``image``, verify it on this host and compare the
     image's labels with the manifest.
 
@@ -49,7 +67,7 @@ def verify_image(image: str) -> Manifest:
     return manifest
 
 
-def check_labels(image: str, manifest: Manifest) -> None:
+def check_labels(image: str, manifest: ModelManifest) -> None:
     """Raise IntegrityError when ``image``'s engine labels differ from ``manifest``."""
     labels = docker_engine.image_labels(image)
     expected = identity_labels(manifest)
@@ -59,7 +77,7 @@ def check_labels(image: str, manifest: Manifest) -> None:
         raise IntegrityError(f"{image}: labels disagree with the engine manifest: {details}")
 
 
-def _verified_manifest(image: str) -> Manifest:
+def _verified_manifest(image: str) -> ModelManifest:
     with tempfile.TemporaryDirectory(prefix="mmaas-verify-") as scratch:
         return verify_model_dir(
             docker_engine.copy_from_image(image, MODEL_DIR, Path(scratch) / "model")

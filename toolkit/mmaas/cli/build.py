@@ -116,20 +116,38 @@ def command(
             phase=console.phase,
         )
     pushed = None
+    manifest = result.manifest
     if target is not None:
-        info = result.manifest.model
         pushed = push_image(
-            result.image, target, info.name, info.version, credentials=credentials_from_env()
+            result.image,
+            target,
+            manifest.name,
+            manifest.version,
+            credentials=credentials_from_env(),
         )
+    engines = {
+        entry.name: {
+            "model": entry.manifest.model.name,
+            "engine": asdict(entry.manifest.engine),
+            "engine_data": [asdict(data) for data in entry.manifest.engine_data],
+            "engine_key": result.engines[entry.name].key,
+            "engine_cache": result.engines[entry.name].cache,
+        }
+        for entry in manifest.engines
+    }
     if as_json:
         click.echo(
             json.dumps(
                 {
                     "image": result.image,
                     "image_id": result.image_id,
-                    "engine": asdict(result.manifest.engine),
+                    "engine": asdict(manifest.engines[0].manifest.engine)
+                    if len(manifest.engines) == 1
+                    else None,
                     "engine_key": result.engine_key,
                     "engine_cache": result.engine_cache,
+                    "engines": engines,
+                    "assets": {a.name: asdict(a.file) for a in manifest.assets},
                     "labels": result.labels,
                     "plan_digest": result.plan_digest,
                     "seconds": result.seconds,

@@ -176,20 +176,28 @@ class BuildConsole:
 
 def summary_table(result: BuildResult, size_bytes: int | None, log: Path) -> Table:
     """The build's summary (what ``mmaas build --json`` holds, for people): the image, its
-    id and size (bytes as Docker counts them), the engine file and blake3, the engine
-    cache's outcome, the profile check's latency at each point (from the engine's report),
-    the build time and the log file."""
-    engine = result.manifest.engine
-    cache = CACHE_OUTCOMES.get(result.engine_cache, result.engine_cache)
+    id and size (bytes as Docker counts them), each engine's file and blake3, its engine
+    cache outcome and its profile check's latency at each point (from the engine's
+    report; rows named ``<engine>: ...`` when the model has several), each asset, the
+    build time and the log file."""
     rows = [
         ("image", f"{result.image}  {result.image_id}"),
         ("size", "?" if size_bytes is None else f"{size_bytes / 1e6:.1f} MB"),
-        ("engine", f"{engine.path}  {engine.blake3}"),
-        ("engine cache", f"{cache}  {result.engine_key or ''}".rstrip()),
     ]
-    for check in result.manifest.report.get("profile_check", []):
-        shapes = ", ".join(f"{n}: {'x'.join(map(str, s))}" for n, s in check["shapes"].items())
-        rows.append((f"profile {check['point']}", f"{check['latency_ms']:.2f} ms  ({shapes})"))
+    several = len(result.manifest.engines) > 1
+    for entry in result.manifest.engines:
+        prefix = f"{entry.name}: " if several else ""
+        engine, build = entry.manifest.engine, result.engines[entry.name]
+        cache = CACHE_OUTCOMES.get(build.cache, build.cache)
+        rows += [
+            (f"{prefix}engine", f"{engine.path}  {engine.blake3}"),
+            (f"{prefix}engine cache", f"{cache}  {build.key or ''}".rstrip()),
+        ]
+        for check in entry.manifest.report.get("profile_check", []):
+            shapes = ", ".join(f"{n}: {'x'.join(map(str, s))}" for n, s in check["shapes"].items())
+            point = f"{prefix}profile {check['point']}"
+            rows.append((point, f"{check['latency_ms']:.2f} ms  ({shapes})"))
+    rows += [(f"asset {a.name}", f"{a.file.path}  {a.file.blake3}") for a in result.manifest.assets]
     rows += [("time", f"{result.seconds:.1f} s"), ("log", str(log))]
     table = Table(
         title=Text(f"mmaas build {result.image}"), title_justify="left", show_header=False

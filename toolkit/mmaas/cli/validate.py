@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Mapping
 
 import click
 
-from mmaas.build.command import engine_command
+from mmaas.build.command import engine_commands
 from mmaas.cli.options import json_option
 from mmaas.spec.catalog import resolve_model
 from mmaas.spec.load import LoadedSpec, load_spec
@@ -24,12 +25,14 @@ def command(model: str, as_json: bool) -> None:
     the compile's command (TensorRT: the trtexec argv of the pinned release), or every
     problem as file:line:col: key.path: what is wrong, what to do (exit 2), including what
     the back end refuses before a build (flags the pinned TensorRT release lacks). With
-    --json, stdout gets {"ok": true, "spec": ..., "engine_command": [...] | null} or
+    --json, stdout gets {"ok": true, "spec": ..., "engine_command": [...] | null (one
+    engine), "engine_commands": {engine: [...] | null}} or
     {"ok": false, "problems": [...]}.
     """
     path = resolve_model(model)
     loaded = load_spec(path)  # a SpecError reaches the CLI's handler (JSON with --json)
-    command = engine_command(loaded)
+    commands = engine_commands(loaded)
+    command = next(iter(commands.values())) if len(commands) == 1 else None
     if as_json:
         click.echo(
             json.dumps(
@@ -40,25 +43,39 @@ def command(model: str, as_json: bool) -> None:
                     "digest": loaded.spec.digest(),
                     "spec": loaded.spec.model_dump(mode="json"),
                     "engine_command": command,
+                    "engine_commands": commands,
                 },
                 indent=2,
             )
         )
     else:
-        click.echo(summary(loaded) + (f"\n  compile: {shlex.join(command)}" if command else ""))
+        click.echo(summary(loaded, commands))
 
 
-def summary(loaded: LoadedSpec) -> str:
-    """A few human lines: the model, its source and every input (with its profile) and
-    output."""
+def summary(loaded: LoadedSpec, commands: Mapping[str, list[str] | None]) -> str:
+    """A few human lines: the model, then per engine its source, every input (with its
+    profile) and output and its compile command; the assets and the pipeline model."""
     spec = loaded.spec
-    lines = [
-        f"ok: {loaded.path}: {spec.name} {spec.version} ({spec.backend}, "
-        f"{spec.target_precision}, max_batch_size {spec.max_batch_size})",
-        f"  source: {loaded.source_path}",
-    ]
-    lines += [_tensor_line("input", tensor) for tensor in spec.inputs]
-    lines += [_tensor_line("output", tensor) for tensor in spec.outputs]
+    several = spec.engines is not None
+    lines = [f"ok: {loaded.path}: {spec.name} {spec.version}" + (":" if several else "")]
+    for engine in loaded.engines:
+        view = engine.spec
+        facts = f"({view.backend}, {view.target_precision}, max_batch_size {view.max_batch_size})"
+        if several:
+            lines.append(f"  engine {engine.name} {facts}, served as {view.name}")
+        else:
+            lines[0] += f" {facts}"
+        lines.append(f"  source: {engine.source_path}")
+        lines += [_tensor_line("input", tensor) for tensor in view.inputs]
+        lines += [_tensor_line("output", tensor) for tensor in view.outputs]
+        if commands.get(engine.name):
+            lines.append(f"  compile: {shlex.join(commands[engine.name] or [])}")
+    lines += [f"  asset {name}: {path}" for name, path in loaded.assets.items()]
+    if loaded.pipeline is not None:
+        model = loaded.pipeline.model
+        lines.append(f"  pipeline {loaded.pipeline.kind} (served as {model.name})")
+        lines += [f"  input  {t.name} {t.datatype} {list(t.shape)}" for t in model.inputs]
+        lines += [f"  output {t.name} {t.datatype} {list(t.shape)}" for t in model.outputs]
     return "\n".join(lines)
 
 

@@ -8,7 +8,8 @@ no pydantic or YAML loader.
 
 Layout of a model directory (``/opt/mmaas/model`` in an image)::
 
-    manifest.json   this contract (schema_version 2)
+    manifest.json   this contract (schema_version 2; an image's model directory holds the
+                    model manifest over one or more of these: mmaas.core.model_manifest)
     <engine file>   e.g. model.ort.onnx (ONNX Runtime) or model.plan (TensorRT)
     <engine data>   files the engine loads beside it, e.g. model.ort.onnx.data (the ONNX
                     external data format: the weights of an ONNX engine, needed > 2 GiB)
@@ -155,7 +156,7 @@ def read_manifest(directory: Path) -> Manifest:
             f"this mmaas reads {SCHEMA_VERSION}; rebuild the image"
         )
     try:
-        manifest = _from_dict(raw)
+        manifest = manifest_from_dict(raw)
     except (KeyError, TypeError, ValueError) as exc:
         raise IntegrityError(f"{path}: malformed manifest ({exc})") from exc
     expected = bytes_digest(_canonical({**raw, "manifest_digest": ""}).encode())
@@ -175,11 +176,18 @@ def verify_engine(directory: Path, manifest: Manifest) -> FileRecord:
         IntegrityError: an engine file is missing or differs from the manifest (naming it).
     """
     for recorded in manifest.engine_data:
-        _verified(directory, recorded, "engine data")
-    return _verified(directory, manifest.engine, "engine")
+        verify_file(directory, recorded, "engine data")
+    return verify_file(directory, manifest.engine, "engine")
 
 
-def _verified(directory: Path, recorded: FileRecord, kind: str) -> FileRecord:
+def verify_file(directory: Path, recorded: FileRecord, kind: str) -> FileRecord:
+    """Re-hash ``directory / recorded.path`` and compare blake3, sha256 and size with
+    ``recorded``; ``kind`` names the file in messages (``engine``, ``asset 'tokenizer'``).
+    Returns the fresh record.
+
+    Raises:
+        IntegrityError: the file is missing or differs (naming it and both digests).
+    """
     target = directory / recorded.path
     if not target.is_file():
         raise IntegrityError(f"{target}: {kind} file is missing")
@@ -235,7 +243,12 @@ def model_info_from_dict(model: dict[str, Any]) -> ModelInfo:
     )
 
 
-def _from_dict(raw: dict[str, Any]) -> Manifest:
+def manifest_from_dict(raw: dict[str, Any]) -> Manifest:
+    """Rebuild a :class:`Manifest` from its JSON form (no digest check).
+
+    Raises:
+        KeyError, TypeError: a field is missing or of the wrong kind.
+    """
     return Manifest(
         model=model_info_from_dict(raw["model"]),
         engine=FileRecord(**raw["engine"]),

@@ -27,20 +27,18 @@ from typing import Any
 from grpc_health.v1 import health_pb2
 from grpc_health.v1._async import HealthServicer
 
-from mmaas.backends import get_runtime
 from mmaas.core.errors import MmaasError
-from mmaas.core.manifest import Manifest
-from mmaas.server import gpu_metrics, runtime
-from mmaas.server.batcher import Scheduler
+from mmaas.server import gpu_metrics
 from mmaas.server.context import ServerContext
 from mmaas.server.cpu_metrics import CpuMetrics
 from mmaas.server.grpc.server import HEALTH_SERVICES, grpc_server
 from mmaas.server.http.routes import create_app
 from mmaas.server.http.server import HttpServer
 from mmaas.server.logs import configure
-from mmaas.server.metrics import ModelMetrics, serve_http
-from mmaas.server.model_control import Reload
-from mmaas.server.repository import ConfigFacts, Executor, Repository, ServedModel
+from mmaas.server.metrics import serve_http
+from mmaas.server.models import attach_executors, close_executors, plan_repository, reloader
+from mmaas.server.pipeline import LoadedEngine
+from mmaas.server.repository import Repository
 from mmaas.server.settings import Settings
 from mmaas.server.shutdown import DRAIN_S, Signals, open_ports_wait
 from mmaas.server.startup import BringUp, begin
@@ -70,7 +68,8 @@ def serve(settings: Settings, started: BringUp | None = None) -> None:
 async def run(settings: Settings, started: BringUp | None = None) -> None:
     """:func:`serve` as a coroutine (same contract) for callers with their own loop."""
     started = started or begin(settings)
-    repository = Repository([_served_model(settings, started.manifest)])
+    repository = plan_repository(settings, started.manifest)
+    loaded: dict[str, LoadedEngine] = {}  # filled once the engines are loaded
     health = HealthServicer()
     await _set_health(health, False)
 
@@ -79,8 +78,8 @@ async def run(settings: Settings, started: BringUp | None = None) -> None:
 
     context = ServerContext.create(
         repository,
-        started.manifest.model.backend,
-        _reloader(settings, started.manifest),
+        started.manifest.engines[0].manifest.model.backend,
+        reloader(settings, started.manifest, loaded),
         changed,
         settings.log_format,
         settings.log_level,
@@ -93,7 +92,9 @@ async def run(settings: Settings, started: BringUp | None = None) -> None:
     if settings.http_port:
         await http.start()
     try:
-        await _serve_until_stopped(settings, started, context, health, (server, http), signals)
+        await _serve_until_stopped(
+            settings, started, context, health, (server, http), signals, loaded
+        )
     finally:
         await http.stop(0)
         await server.stop(0)
@@ -110,22 +111,21 @@ async def _serve_until_stopped(
     health: HealthServicer,
     servers: tuple[Any, HttpServer],
     signals: Signals,
+    loaded_engines: dict[str, LoadedEngine],
 ) -> None:
     """Wait for the bring-up, start the executors, mark every model ready and the server
     SERVING, wait for a stop signal, then shut down (:mod:`.shutdown`)."""
     manifest = started.manifest
     repository = context.repository
-    loaded: asyncio.Future[list[Any]] = asyncio.wrap_future(started.engines)
-    engines, signum = await signals.unless_signalled(loaded)
+    bring_up: asyncio.Future[dict[str, list[Any]]] = asyncio.wrap_future(started.engines)
+    engines, signum = await signals.unless_signalled(bring_up)
     if engines is not None:
-        model = repository.get(manifest.model.name)
-        model.executor = _executor(settings, manifest, model, engines)
+        loaded_engines.update(await attach_executors(settings, manifest, repository, engines))
         repository.set_state("ready")
         await _set_health(health, repository.ready)
         log.info(
-            "SERVING %s %s on %s:%d (gRPC)%s (%.2f s after process start)",
-            manifest.model.name,
-            manifest.model.version,
+            "SERVING %s on %s:%d (gRPC)%s (%.2f s after process start)",
+            repository.describe(),
             settings.host,
             settings.grpc_port,
             f" and :{settings.http_port} (HTTP)" if settings.http_port else "",
@@ -146,33 +146,8 @@ async def _serve_until_stopped(
     grpc_front, http = servers
     # in-flight requests finish (cancelled after DRAIN_S)
     await asyncio.gather(grpc_front.stop(DRAIN_S), http.stop(DRAIN_S))
-    for served in repository:
-        if served.executor is not None:
-            await served.executor.close()
+    await close_executors(repository, loaded_engines)
     log.info("stopped")
-
-
-def _executor(
-    settings: Settings, manifest: Manifest, model: ServedModel, engines: list[Any]
-) -> Executor:
-    """The started dynamic batcher over ``engines`` for ``model``."""
-    executor = Scheduler(engines, _max_batch(manifest), settings.batching, model.metrics)
-    executor.start()
-    return executor
-
-
-def _reloader(settings: Settings, manifest: Manifest) -> Reload:
-    """The model control's reload: verify, load and warm up the engines off the loop."""
-
-    async def reload(model: ServedModel) -> Executor:
-        def bring_up() -> list[Any]:
-            runtime.verify(settings, manifest)
-            return runtime.load_instances(settings, manifest)
-
-        engines = await asyncio.get_running_loop().run_in_executor(None, bring_up)
-        return _executor(settings, manifest, model, engines)
-
-    return reload
 
 
 async def _set_health(health: HealthServicer, serving: bool) -> None:
@@ -183,34 +158,6 @@ async def _set_health(health: HealthServicer, serving: bool) -> None:
     )
     for name in HEALTH_SERVICES:
         await health.set(name, status)
-
-
-def _served_model(settings: Settings, manifest: Manifest) -> ServedModel:
-    info = manifest.model
-    batching = settings.batching.enabled and info.max_batch_size > 0
-    runtime_part = get_runtime(info.backend)
-    facts = ConfigFacts(
-        platform=runtime_part.platform,
-        device_kind=runtime_part.device_kind,
-        instance_count=settings.instance_count,
-        batching=batching,
-        preferred_batch_sizes=settings.batching.preferred_batch_sizes,
-        max_queue_delay_us=settings.batching.max_queue_delay_us,
-    )
-    return ServedModel(
-        info=info,
-        message_limit=runtime.message_limit(settings, info),
-        metrics=ModelMetrics(info.name, str(settings.model_version)),
-        config=facts,
-        number=settings.model_version,
-    )
-
-
-def _max_batch(manifest: Manifest) -> int:
-    info = manifest.model
-    if info.max_batch_size <= 0:
-        return 0
-    return min([info.max_batch_size, *(t.max[0] for t in info.inputs if t.max)])
 
 
 def _serve_metrics(settings: Settings, repository: Repository) -> Any:

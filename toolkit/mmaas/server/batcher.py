@@ -25,7 +25,7 @@ import numpy as np
 from mmaas.backends import Engine
 from mmaas.server.metrics import Execution, ModelMetrics
 from mmaas.server.settings import BatchingSettings
-from mmaas.server.status import DeadlineExceeded, RequestError, ResourceExhausted
+from mmaas.server.status import DeadlineExceeded, RequestError, ResourceExhausted, Unavailable
 
 Arrays = dict[str, np.ndarray]
 
@@ -72,6 +72,7 @@ class Scheduler:
         self.pool = ThreadPoolExecutor(len(self.engines), thread_name_prefix="mmaas-engine")
         self.running: set[asyncio.Task[None]] = set()
         self.dispatcher: asyncio.Task[None] | None = None
+        self.closing = False
 
     def start(self) -> None:
         """Start the dispatcher on the running event loop."""
@@ -87,8 +88,15 @@ class Scheduler:
         Raises:
             ResourceExhausted: the queue already holds ``max_queue_size`` requests.
             DeadlineExceeded: ``timeout_s`` ran out before an instance took the request.
+            Unavailable: the scheduler is closed (its model unloaded or the server
+                draining), e.g. for a pipeline that still holds it.
             Exception: whatever the engine raised while running its batch.
         """
+        if self.closing:
+            raise Unavailable(
+                f"model {self.metrics.labels['model']!r} is unloaded; load it again "
+                "(repository extension) or retry on another replica"
+            )
         if len(self.queue) >= self.max_queue_size:
             raise ResourceExhausted(
                 f"queue full: {len(self.queue)} requests are waiting (MMAAS_MAX_QUEUE_SIZE="
@@ -112,7 +120,9 @@ class Scheduler:
 
     async def close(self) -> None:
         """Finish what is queued (requests whose callers left are dropped), stop
-        dispatching, wait for running batches, and release the worker threads."""
+        dispatching, wait for running batches, and release the worker threads. New
+        requests are refused from now on."""
+        self.closing = True
         while self.queue and self.dispatcher is not None and not self.dispatcher.done():
             await asyncio.sleep(0.005)
         if self.dispatcher is not None:

@@ -1,10 +1,12 @@
-"""Start-up of the served model: verify, load the engine instances, warm them up.
+"""Start-up of the served models: verify, load the engine instances, warm them up.
 
 The order is the design's (docs/design.md, "Runtime server settings"): the manifest
-self-checks (:func:`mmaas.core.manifest.read_manifest`), the engine is re-hashed against it
-(:func:`mmaas.core.manifest.verify_engine`) and against the deployer's ``MMAAS_EXPECTED_ENGINE``
-pin, the back end checks this host can run it (:meth:`Backend.check_compatible`), then
-``instance_count`` engines are loaded and each runs at the profile's opt shapes.
+self-checks (:func:`mmaas.core.model_manifest.read_model_manifest`), every engine, engine
+data file and asset is re-hashed against it (:func:`mmaas.core.model_manifest.verify_model`),
+the engine set is compared with the deployer's ``MMAAS_EXPECTED_ENGINE`` pin, each engine's
+back end checks this host can run it (:meth:`Runtime.check_compatible`), then
+``instance_count`` instances of each engine are loaded and each runs at the profile's opt
+shapes.
 """
 
 from __future__ import annotations
@@ -13,44 +15,51 @@ import logging
 import math
 import os
 import time
+from pathlib import Path
 
 from mmaas.backends import Engine, get_runtime
 from mmaas.core.datatypes import element_size
 from mmaas.core.errors import IntegrityError
-from mmaas.core.manifest import Manifest, ModelInfo, verify_engine
+from mmaas.core.manifest import Manifest, ModelInfo
+from mmaas.core.model_dir import describe
+from mmaas.core.model_manifest import ModelManifest, engine_set_digest, verify_model
 from mmaas.core.samples import profile_shape, sample_inputs
 from mmaas.server.settings import MIN_MESSAGE_SIZE, Settings
 
 log = logging.getLogger("mmaas.server")
 
 
-def verify(settings: Settings, manifest: Manifest) -> None:
-    """Re-hash the engine, compare it with ``MMAAS_EXPECTED_ENGINE``, check the host.
+def verify(settings: Settings, manifest: ModelManifest) -> None:
+    """Re-hash every engine file and asset, compare the engine set with
+    ``MMAAS_EXPECTED_ENGINE``, check the host can run every engine.
 
     Raises:
-        IntegrityError: the engine differs from the manifest or from the pin.
-        CompatibilityError: the engine was built for another host or back-end version.
+        IntegrityError: a file differs from the manifest, or the engines from the pin.
+        CompatibilityError: an engine was built for another host or back-end version.
         UsageError: the manifest names an unknown back end.
     """
     started = time.perf_counter()
-    actual = verify_engine(settings.model_dir, manifest)
-    if settings.expected_engine and actual.blake3 != settings.expected_engine:
-        raise IntegrityError(
-            f"{settings.model_dir / manifest.engine.path}: engine is {actual.blake3}, but "
-            f"MMAAS_EXPECTED_ENGINE pins {settings.expected_engine}; refusing to serve it"
+    verify_model(settings.model_dir, manifest)
+    actual = engine_set_digest(manifest)
+    if settings.expected_engine and actual != settings.expected_engine:
+        what = (
+            f"{settings.model_dir / manifest.engines[0].manifest.engine.path}: engine is"
+            if len(manifest.engines) == 1
+            else f"{settings.model_dir}: the engine set ({len(manifest.engines)} engines) is"
         )
-    get_runtime(manifest.model.backend).check_compatible(manifest)
-    log.info(
-        "engine verified: %s %s (%.0f ms)",
-        manifest.engine.path,
-        actual.blake3,
-        (time.perf_counter() - started) * 1000,
-    )
+        raise IntegrityError(
+            f"{what} {actual}, but MMAAS_EXPECTED_ENGINE pins {settings.expected_engine}; "
+            "refusing to serve it"
+        )
+    for entry in manifest.engines:
+        get_runtime(entry.manifest.model.backend).check_compatible(entry.manifest)
+    log.info("verified: %s (%.0f ms)", describe(manifest), (time.perf_counter() - started) * 1000)
 
 
-def load_instances(settings: Settings, manifest: Manifest) -> list[Engine]:
-    """Load ``settings.instance_count`` engines, each with :func:`threads_per_instance`
-    intra-op threads, and warm each up ``settings.warmup_runs`` times at the opt shapes.
+def load_instances(settings: Settings, directory: Path, manifest: Manifest) -> list[Engine]:
+    """Load ``settings.instance_count`` instances of the engine ``manifest`` records in
+    ``directory``, each with :func:`threads_per_instance` intra-op threads, and warm each
+    up ``settings.warmup_runs`` times at the opt shapes.
 
     Raises:
         Exception: the back end's own error when the engine cannot be loaded or run.
@@ -62,11 +71,12 @@ def load_instances(settings: Settings, manifest: Manifest) -> list[Engine]:
     engines: list[Engine] = []
     for _ in range(settings.instance_count):
         started = time.perf_counter()
-        engine = backend.load(settings.model_dir, manifest, threads)
+        engine = backend.load(directory, manifest, threads)
         for _ in range(settings.warmup_runs):
             engine.infer(warmup, outputs)
         log.info(
-            "instance %d loaded with %d threads, %d warm-up runs at %s (%.0f ms)",
+            "%s: instance %d loaded with %d threads, %d warm-up runs at %s (%.0f ms)",
+            manifest.model.name,
             len(engines),
             threads,
             settings.warmup_runs,

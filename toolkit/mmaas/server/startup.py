@@ -1,5 +1,6 @@
-"""Start-up ahead of the server: the model's bring-up (re-hash the engine, check the host,
-load and warm up the instances: :mod:`mmaas.server.runtime`) runs in a thread started
+"""Start-up ahead of the server: the model's bring-up (re-hash the engines and assets,
+check the host, load and warm up each engine's instances: :mod:`mmaas.server.runtime`)
+runs in a thread started
 before the front ends are even imported. The thread imports the back end's runtime part
 (numpy, ONNX Runtime) first, while the main thread waits (:meth:`BringUp.wait_imported`:
 two threads importing only contend for the GIL); then the engine's hash check, load and
@@ -14,18 +15,19 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from mmaas.core.manifest import Manifest, read_manifest
+from mmaas.core.model_manifest import ModelManifest, read_model_manifest
 from mmaas.server.ports import check_free
 from mmaas.server.settings import Settings
 
 
 @dataclass(frozen=True)
 class BringUp:
-    """A started bring-up: the self-checked manifest and the future engine instances
-    (its exception is the start-up failure: IntegrityError, CompatibilityError...)."""
+    """A started bring-up: the self-checked model manifest and the future engine
+    instances by engine name (its exception is the start-up failure: IntegrityError,
+    CompatibilityError...)."""
 
-    manifest: Manifest
-    engines: Future[list[Any]]
+    manifest: ModelManifest
+    engines: Future[dict[str, list[Any]]]
     imported: threading.Event
 
     def wait_imported(self, timeout_s: float = 60.0) -> None:
@@ -51,7 +53,7 @@ def begin(settings: Settings) -> BringUp:
     if settings.metrics_port:
         fix = "set another port or 0 to turn metrics off"
         check_free(settings.host, settings.metrics_port, "MMAAS_METRICS_PORT", fix)
-    manifest = read_manifest(settings.model_dir)
+    manifest = read_model_manifest(settings.model_dir)
     imported = threading.Event()
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mmaas-bring-up")
     engines = pool.submit(bring_up, settings, manifest, imported)
@@ -59,15 +61,23 @@ def begin(settings: Settings) -> BringUp:
     return BringUp(manifest, engines, imported)
 
 
-def bring_up(settings: Settings, manifest: Manifest, imported: threading.Event) -> list[Any]:
-    """Import the back end's runtime part (then set ``imported``), verify the engine and
-    the host, then load and warm up the instances."""
+def bring_up(
+    settings: Settings, manifest: ModelManifest, imported: threading.Event
+) -> dict[str, list[Any]]:
+    """Import the back ends' runtime parts (then set ``imported``), verify the engines,
+    assets and host, then load and warm up each engine's instances."""
     try:
         from mmaas.backends import get_runtime
         from mmaas.server import runtime
 
-        get_runtime(manifest.model.backend)
+        for entry in manifest.engines:
+            get_runtime(entry.manifest.model.backend)
     finally:
         imported.set()
     runtime.verify(settings, manifest)
-    return runtime.load_instances(settings, manifest)
+    return {
+        entry.name: runtime.load_instances(
+            settings, settings.model_dir / entry.directory, entry.manifest
+        )
+        for entry in manifest.engines
+    }

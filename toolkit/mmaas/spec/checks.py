@@ -23,7 +23,8 @@ import numpy as np
 
 from mmaas.core.datatypes import to_numpy
 from mmaas.core.samples import sample_arrays
-from mmaas.spec.model import InputSpec, LatencySpec, ModelSpec
+from mmaas.spec.gates import LatencySpec
+from mmaas.spec.model import InputSpec, ModelSpec
 from mmaas.spec.yamlio import KeyPath
 
 SAMPLE_SUFFIXES = (".npz", ".npy")

@@ -18,11 +18,14 @@ from pydantic_core import ErrorDetails
 
 from mmaas.core.errors import SpecProblem
 from mmaas.spec.model import NAME_PATTERN, REPOSITORY_PATTERN, TAG_PATTERN, ModelSpec
+from mmaas.spec.parts import PART_PATTERN
 from mmaas.spec.yamlio import KeyPath, YamlDocument
 
 _PATTERN_HELP = {
     NAME_PATTERN: "use lowercase letters, digits, '.', '_' and '-', starting with a letter "
     "or digit (at most 128 characters)",
+    PART_PATTERN: "engine and asset names are lowercase letters, digits, '_' and '-', "
+    "starting with a letter or digit (at most 63 characters)",
     r"^[0-9a-f]{64}$": "write the 64 lowercase hex digits of the digest",
     REPOSITORY_PATTERN: "an image repository is lowercase path components ([a-z0-9] with "
     "'.', '_' or '-' between), optionally after a registry HOST[:PORT]/, e.g. "
@@ -32,10 +35,13 @@ _PATTERN_HELP = {
 }
 
 
-def problem_from_error(error: ErrorDetails, doc: YamlDocument) -> SpecProblem:
-    """One :class:`SpecProblem` for one pydantic error on ``doc.data``."""
+def problem_from_error(
+    error: ErrorDetails, doc: YamlDocument, model: type[BaseModel] = ModelSpec
+) -> SpecProblem:
+    """One :class:`SpecProblem` for one pydantic error of ``model`` on ``doc.data`` (the
+    whole model.yaml, or a section of it such as ``pipeline.settings``)."""
     path = data_path(error["loc"], doc.data)
-    message = _message(error, path, doc)
+    message = _message(error, path, doc, model)
     owner = _tensor_name(path, doc.data)
     return doc.problem(path, f"{owner}: {message}" if owner else message)
 
@@ -45,6 +51,7 @@ def data_path(loc: tuple[int | str, ...], data: Any) -> KeyPath:
     member tags pydantic adds are dropped."""
     path: list[str | int] = []
     node = data
+    loc = tuple(part for part in loc if part != "[key]")  # a dict key's own error
     for depth, part in enumerate(loc):
         in_dict = isinstance(node, dict) and part in node
         in_list = isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
@@ -58,6 +65,9 @@ def data_path(loc: tuple[int | str, ...], data: Any) -> KeyPath:
 
 
 def _tensor_name(path: KeyPath, data: Any) -> str:
+    if len(path) > 2 and path[0] == "engines" and isinstance(data.get("engines"), dict):
+        section = data["engines"].get(path[1])
+        return _tensor_name(path[2:], section) if isinstance(section, dict) else ""
     if len(path) < 3 or path[0] not in ("inputs", "outputs") or not isinstance(path[1], int):
         return ""
     entry = data[path[0]][path[1]]
@@ -65,15 +75,15 @@ def _tensor_name(path: KeyPath, data: Any) -> str:
     return f"{str(path[0])[:-1]} {name!r}" if isinstance(name, str) else ""
 
 
-def _message(error: ErrorDetails, path: KeyPath, doc: YamlDocument) -> str:
+def _message(error: ErrorDetails, path: KeyPath, doc: YamlDocument, model: type[BaseModel]) -> str:
     kind, value = error["type"], error.get("input")
     key = path[-1] if path else ""
     if kind == "missing":
         return f"required key missing: add {key}:"
     if kind == "extra_forbidden":
-        return _unknown_key(str(key), error["loc"])
+        return _unknown_key(str(key), error["loc"], model)
     if kind == "string_type":
-        return _not_text(value, key, doc.plain_text.get(path))
+        return _not_text(value, key, doc.plain_text.get(doc.prefix + path))
     if kind == "bool_type":
         if isinstance(value, str):
             return (
@@ -128,21 +138,30 @@ def _shape_error(value: Any, text: str) -> str:
     return text
 
 
-def _unknown_key(key: str, loc: tuple[int | str, ...]) -> str:
-    allowed = _fields_at(loc[:-1])
+def _unknown_key(key: str, loc: tuple[int | str, ...], model: type[BaseModel]) -> str:
+    allowed = _fields_at(loc[:-1], model)
     close = difflib.get_close_matches(key, allowed, n=1)
     hint = f"did you mean {close[0]}? " if close else ""
     return f"unknown key {key!r}; {hint}keys allowed here: {', '.join(allowed)}"
 
 
-def _fields_at(loc: tuple[int | str, ...]) -> list[str]:
-    model: type[BaseModel] | None = ModelSpec
+def _fields_at(loc: tuple[int | str, ...], root: type[BaseModel]) -> list[str]:
+    model: type[BaseModel] | None = root
+    mapping = False  # the previous part was a dict of models: this part is a key of it
     for part in loc:
-        if isinstance(part, int) or model is None:
+        if isinstance(part, int) or model is None or mapping:
+            mapping = False
             continue
         field = model.model_fields.get(part)
         model = _model_in(field.annotation) if field else None
+        mapping = field is not None and _is_dict(field.annotation)
     return list(model.model_fields) if model else []
+
+
+def _is_dict(annotation: Any) -> bool:
+    if typing.get_origin(annotation) is dict:
+        return True
+    return any(_is_dict(arg) for arg in typing.get_args(annotation))
 
 
 def _model_in(annotation: Any) -> type[BaseModel] | None:

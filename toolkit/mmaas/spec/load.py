@@ -1,5 +1,6 @@
-"""Load a model.yaml: parse (YAML with positions), validate (:class:`ModelSpec`), resolve the
-ONNX source, cross-check against the ONNX graph and complete the spec.
+"""Load a model.yaml: parse (YAML with positions), validate (:class:`ModelSpec`), resolve
+each engine's ONNX source, cross-check every engine against its ONNX graph and complete
+it, check the assets and the pipeline.
 
 Every problem is collected and raised at once as one :class:`~mmaas.core.errors.SpecError`,
 each as ``file:line:col: key.path: what is wrong, what to do``. Validation errors do not
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,18 +23,43 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from mmaas.core.errors import SourceError, SpecError, SpecProblem, UsageError
+from mmaas.core.model_manifest import PipelineRecord
 from mmaas.spec.complete import complete_spec
+from mmaas.spec.composition import check_engine_batching, check_form, resolve_assets
+from mmaas.spec.engines import engine_names, engine_views, model_info, with_engines
 from mmaas.spec.errors import data_path, problem_from_error
-from mmaas.spec.model import ModelSpec
+from mmaas.spec.model import ModelSpec, RuntimeSpec
 from mmaas.spec.onnx_graph import read_signature
+from mmaas.spec.pipeline import check_pipeline, pipeline_record
 from mmaas.spec.sources import resolve_source
 from mmaas.spec.yamlio import KeyPath, Position, YamlDocument, load_yaml
 
 SPEC_FILE = "model.yaml"
 # Top-level keys the ONNX cross-check reads; errors elsewhere do not block it.
-_CROSS_CHECKED = ("source", "backend", "target_precision", "max_batch_size", "inputs", "outputs")
+_CROSS_CHECKED = (
+    "source",
+    "backend",
+    "target_precision",
+    "max_batch_size",
+    "inputs",
+    "outputs",
+    "engines",
+    "assets",
+    "pipeline",
+)
 _CROSS_CHECKED_LOCS = {(key,) for key in _CROSS_CHECKED}
 _PLACEHOLDERS = {"name": "placeholder", "version": "0"}
+
+
+@dataclass(frozen=True)
+class EngineSource:
+    """One engine of a loaded spec: its name (``model`` for a single-engine spec), its
+    completed single-engine view (:func:`mmaas.spec.engines.engine_view`, named as it is
+    served) and its local ONNX file (for a URL source, the pin-checked cached download)."""
+
+    name: str
+    spec: ModelSpec
+    source_path: Path
 
 
 @dataclass(frozen=True)
@@ -41,19 +67,34 @@ class LoadedSpec:
     """A valid, completed model spec and where it came from.
 
     Attributes:
-        spec: the completed spec: every graph input with datatype, shape (-1 = dynamic) and
-            min/opt/max; the served outputs with datatype and shape.
+        spec: the completed spec: in every engine, every graph input with datatype, shape
+            (-1 = dynamic) and min/opt/max; the served outputs with datatype and shape.
         path: the model.yaml file.
-        model_dir: its folder (``source.path`` is relative to it).
-        source_path: the local ONNX file (for a URL source, the pin-checked cached download).
+        model_dir: its folder (sources and assets are relative to it).
+        engines: every engine, in model.yaml's order.
+        assets: the asset files by name (pin-checked).
+        pipeline: the pipeline record (kind, settings, signature), None without one.
         positions: key path (``("inputs", 0, "max")``) -> 1-based (line, column) in ``path``.
     """
 
     spec: ModelSpec
     path: Path
     model_dir: Path
-    source_path: Path
+    engines: tuple[EngineSource, ...]
     positions: Mapping[KeyPath, Position]
+    assets: Mapping[str, Path] = field(default_factory=dict)
+    pipeline: PipelineRecord | None = None
+
+    @property
+    def source_path(self) -> Path:
+        """The first engine's ONNX file (the only one of a single-engine spec)."""
+        return self.engines[0].source_path
+
+    def engine_folder(self, name: str) -> str:
+        """Where engine ``name``'s files go in the model directory: ``.`` when the model is
+        one engine and no pipeline (the layout of an engine directory), else the engine's
+        name (one folder per engine)."""
+        return "." if len(self.engines) == 1 and self.pipeline is None else name
 
 
 def load_spec(path: Path) -> LoadedSpec:
@@ -162,15 +203,56 @@ def _cross_check(
     problems: list[SpecProblem],
     invalid: frozenset[KeyPath] = frozenset(),
 ) -> LoadedSpec | None:
+    problems.extend(check_form(spec, doc))
+    if not (spec.engines or spec.source):  # nothing to cross-check
+        return None
     model_dir = path.parent
-    given = [key for key in ("path", "url") if getattr(spec.source, key) is not None]
+    engines: list[EngineSource] = []
+    for name, view in engine_views(spec).items():
+        section = doc if spec.engines is None else doc.section(("engines", name))
+        if spec.engines is not None:  # batching over several engines is checked below
+            view = view.model_copy(update={"runtime": RuntimeSpec()})
+        prefix: KeyPath = () if spec.engines is None else ("engines", name)
+        mine = frozenset(k[len(prefix) :] for k in invalid if k[: len(prefix)] == prefix)
+        done = _engine(view, model_dir, section, problems, mine)
+        if done is not None:
+            engines.append(EngineSource(name, *done))
+    problems.extend(check_engine_batching(spec, doc))
+    assets, found = resolve_assets(spec, model_dir, doc)
+    problems.extend(found)
+    if len(engines) < len(engine_names(spec)) or problems:
+        return None
+    completed = with_engines(spec, {e.name: e.spec for e in engines})
+    views = engine_views(completed)
+    signatures = {name: model_info(view) for name, view in views.items()}
+    settings, found = check_pipeline(completed, signatures, assets, doc)
+    problems.extend(found)
+    if found:
+        return None
+    record = None if settings is None else pipeline_record(completed, settings, signatures)
+    final = tuple(EngineSource(e.name, views[e.name], e.source_path) for e in engines)
+    return LoadedSpec(completed, path, model_dir, final, doc.positions, assets, record)
+
+
+def _engine(
+    view: ModelSpec,
+    model_dir: Path,
+    doc: YamlDocument,
+    problems: list[SpecProblem],
+    invalid: frozenset[KeyPath],
+) -> tuple[ModelSpec, Path] | None:
+    """Resolve one engine's source, read its graph, complete it (problems located in the
+    engine's section ``doc``; nothing said under the ``invalid`` key paths, relative to
+    it); the completed view and the ONNX file."""
+    assert view.source is not None
+    given = [key for key in ("path", "url") if getattr(view.source, key) is not None]
     source_key: KeyPath = ("source", *given) if len(given) == 1 else ("source",)
     try:
-        source_path = resolve_source(spec.source, model_dir)
+        source_path = resolve_source(view.source, model_dir)
         graph = read_signature(source_path)
     except SourceError as exc:
         problems.append(doc.problem(source_key, exc.message))
         return None
-    completed, found = complete_spec(spec, graph, doc, invalid)
+    completed, found = complete_spec(view, graph, doc, invalid)
     problems.extend(found)
-    return LoadedSpec(completed, path, model_dir, source_path, doc.positions)
+    return None if found else (completed, source_path)

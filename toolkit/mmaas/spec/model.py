@@ -15,13 +15,16 @@ the batch axis (Triton's convention).
 from __future__ import annotations
 
 import json
-import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
+from pydantic import Field
 
 from mmaas.backends import BackendName as Backend
 from mmaas.core.hashing import bytes_digest
+from mmaas.spec.base import Strict
+from mmaas.spec.gates import ChecksSpec
+from mmaas.spec.parts import Asset, PartName, PipelineSpec
+from mmaas.spec.shapes import ProfileShape
 
 Precision = Literal["fp32", "tf32", "fp16", "bf16", "int8", "fp8"]
 # KServe v2 tensor datatypes (kserve/open-inference-protocol, "Tensor Data Types").
@@ -43,62 +46,15 @@ Datatype = Literal[
 ]
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,127}$"
+
 # The image reference grammar of distribution/reference (what `docker tag` accepts):
 # an optional registry host[:port], then lowercase path components; tags as Docker's.
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 REPOSITORY_PATTERN = rf"^(?:[A-Za-z0-9.-]+(?::[0-9]+)?/)?{_COMPONENT}(?:/{_COMPONENT})*$"
 TAG_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$"
-SHAPE_TEXT = re.compile(r"^\d+(x\d+)*$")
 
 
-def parse_shape(value: object) -> tuple[int, ...]:
-    """Normalise a profile shape to a tuple of positive ints.
-
-    Accepts a YAML list (``[1, 80, 1]``) or trtexec's text form (``"1x80x1000"``,
-    surrounding whitespace ignored); ``"scalar"`` or ``[]`` is a rank-0 shape.
-
-    Raises:
-        ValueError: naming the axis, for non-integers, ``-1``, ``0`` or malformed text.
-    """
-    if isinstance(value, str):
-        text = value.strip()
-        if text in ("", "scalar"):
-            return ()
-        if not SHAPE_TEXT.match(text):
-            raise ValueError(f"{value!r} is not a shape; write [1, 3, 224, 224] or '1x3x224x224'")
-        value = [int(part) for part in text.split("x")]
-    if not isinstance(value, (list, tuple)):
-        raise ValueError(f"{value!r} is not a shape; write [1, 3, 224, 224] or '1x3x224x224'")
-    dims: list[int] = []
-    for axis, dim in enumerate(value):
-        if isinstance(dim, bool) or not isinstance(dim, int) or dim <= 0:
-            raise ValueError(
-                f"axis {axis}: {dim!r} is not a positive integer; profile shapes "
-                "are concrete sizes (dynamic dims are given by min/opt/max)"
-            )
-        dims.append(dim)
-    return tuple(dims)
-
-
-ProfileShape = Annotated[
-    tuple[int, ...],
-    BeforeValidator(parse_shape),
-    WithJsonSchema(
-        {
-            "anyOf": [
-                {"type": "array", "items": {"type": "integer", "minimum": 1}},
-                {"type": "string", "pattern": r"^\s*(\d+(x\d+)*|scalar)\s*$"},
-            ]
-        }
-    ),
-]
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
-
-
-class SourceSpec(_Strict):
+class SourceSpec(Strict):
     """Where the ONNX model comes from: a ``path`` relative to the model folder, or an
     ``https`` ``url`` pinned by ``sha256`` or ``blake3`` (hex). A path may be pinned too."""
 
@@ -108,7 +64,7 @@ class SourceSpec(_Strict):
     blake3: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] | None = None
 
 
-class TensorSpec(_Strict):
+class TensorSpec(Strict):
     """A tensor as the ONNX graph declares it. ``datatype`` and ``shape`` are filled from
     the ONNX model when absent; ``shape`` uses ``-1`` for every dynamic dim."""
 
@@ -120,7 +76,7 @@ class TensorSpec(_Strict):
 SampleScalar = bool | int | float | str
 
 
-class SampleRangeSpec(_Strict):
+class SampleRangeSpec(Strict):
     """``sample_values: {min: 2, max: 400}``: values drawn uniformly in min..max (both
     included for integer inputs)."""
 
@@ -128,7 +84,7 @@ class SampleRangeSpec(_Strict):
     max: int | float
 
 
-class SampleArraySpec(_Strict):
+class SampleArraySpec(Strict):
     """What a ``sample_values`` file completes to (written by mmaas, not by hand): the
     file's name in the model folder and its array (shape, row-major data)."""
 
@@ -163,7 +119,7 @@ class OutputSpec(TensorSpec):
     """A model output (read by name; KServe v2 ``outputs`` of ModelMetadata)."""
 
 
-class TensorRTSpec(_Strict):
+class TensorRTSpec(Strict):
     """TensorRT builder settings (trtexec flags); used when ``backend: tensorrt``.
 
     ``timing_run``: trtexec times the engine after building it (the performance summary
@@ -190,7 +146,7 @@ class TensorRTSpec(_Strict):
     tolerance_rtol: Annotated[float, Field(ge=0)] = 0.02
 
 
-class OnnxRuntimeSpec(_Strict):
+class OnnxRuntimeSpec(Strict):
     """ONNX Runtime settings. ``graph_optimization_level``: the offline graph optimization
     (``SessionOptions.graph_optimization_level``; on CPU ``all`` adds layout transforms tied
     to the CPU's instruction set, recorded in the manifest; on GPU the offline pass is
@@ -217,7 +173,7 @@ class OnnxRuntimeSpec(_Strict):
     allow_cpu_fallback: bool = False
 
 
-class BuildSpec(_Strict):
+class BuildSpec(Strict):
     """Engine build settings. ``workspace`` is TensorRT's workspace memory pool in MiB
     (``--memPoolSize=workspace:<N>M``); ``timing_cache`` persists tactic timings."""
 
@@ -227,7 +183,7 @@ class BuildSpec(_Strict):
     onnxruntime: OnnxRuntimeSpec = Field(default_factory=OnnxRuntimeSpec)
 
 
-class DynamicBatchingSpec(_Strict):
+class DynamicBatchingSpec(Strict):
     """Dynamic batching as Triton's ``dynamic_batching`` configures it; present (even as
     ``{}``) turns it on. Concurrent requests whose non-batch dims match are stacked along
     axis 0 up to ``max_batch_size``. ``preferred_batch_size``: batch sizes sent as soon as
@@ -241,7 +197,7 @@ class DynamicBatchingSpec(_Strict):
     max_queue_size: Annotated[int, Field(gt=0)] = 1024
 
 
-class KeepaliveSpec(_Strict):
+class KeepaliveSpec(Strict):
     """The gRPC server's HTTP/2 keepalive (gRPC's ``grpc.keepalive_*`` and ``grpc.http2.*``
     server arguments), times in ms: the server pings a connection idle ``time_ms`` and
     drops it when a ping goes unanswered ``timeout_ms``; a client ping sooner than
@@ -258,52 +214,7 @@ class KeepaliveSpec(_Strict):
     http2_max_ping_strikes: Annotated[int, Field(ge=0)] = 2
 
 
-class ToleranceSpec(_Strict):
-    """How far the engine's outputs may be from ONNX Runtime's reference outputs on the
-    original ONNX model at fp32. ``atol`` / ``rtol``: every element must satisfy
-    ``|engine - reference| <= atol + rtol * |reference|`` (``numpy.allclose``; an unset one
-    counts as 0 when the other is set). ``min_cosine``: the cosine similarity of the
-    flattened outputs must be at least this. Unset fields fall back to the section's."""
-
-    atol: Annotated[float, Field(ge=0)] | None = None
-    rtol: Annotated[float, Field(ge=0)] | None = None
-    min_cosine: Annotated[float, Field(ge=-1, le=1)] | None = None
-
-
-class AccuracySpec(ToleranceSpec):
-    """The build-time accuracy gate. ``samples``: input files relative to the model folder
-    (``.npz``: one array per input name; ``.npy``: the array of a single-input model); when
-    empty, one random input at the opt shapes made with ``seed``. ``outputs``: per-output
-    tolerances (by output name) that override the section's. Without any tolerance the
-    gate uses ``atol`` 1e-4 and ``rtol`` 1e-3."""
-
-    samples: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
-    seed: Annotated[int, Field(ge=0)] = 0
-    outputs: dict[str, ToleranceSpec] = Field(default_factory=dict)
-
-
-class LatencySpec(_Strict):
-    """The build-time latency gate: the engine's p99 latency of one inference, in ms, must
-    be at most ``p99_ms``. Measured in the builder stage over ``runs`` timed runs after
-    ``warmup`` untimed ones, at ``shapes`` (per input; inputs not listed use their opt
-    shape); ``batch`` sets axis 0 of every input (needs ``max_batch_size`` > 0)."""
-
-    p99_ms: Annotated[float, Field(gt=0)]
-    shapes: dict[str, ProfileShape] = Field(default_factory=dict)
-    batch: Annotated[int, Field(ge=1)] | None = None
-    runs: Annotated[int, Field(ge=1, le=100000)] = 50
-    warmup: Annotated[int, Field(ge=0, le=10000)] = 5
-
-
-class ChecksSpec(_Strict):
-    """Build-time gates run on the compiled engine in the builder stage; a failed gate
-    fails the build, and each gate's report goes into the manifest."""
-
-    accuracy: AccuracySpec | None = None
-    latency: LatencySpec | None = None
-
-
-class RuntimeSpec(_Strict):
+class RuntimeSpec(Strict):
     """Defaults baked into the image as ``MMAAS_*`` environment variables (the server reads
     only its environment). ``max_message_size`` is in bytes; when absent it is derived from
     the largest tensor at the profile's max shapes, and is at least 64 MiB."""
@@ -319,7 +230,7 @@ class RuntimeSpec(_Strict):
     keepalive: KeepaliveSpec = Field(default_factory=KeepaliveSpec)
 
 
-class ImageSpec(_Strict):
+class ImageSpec(Strict):
     """The image: ``repository`` defaults to ``mmaas/<name>`` and ``tag`` to the version.
     ``base_image`` is the local or registry image both CPU stages start from;
     ``ca_bundle`` a PEM file (path relative to the model folder or absolute) trusted by pip
@@ -332,14 +243,12 @@ class ImageSpec(_Strict):
     labels: dict[str, str] = Field(default_factory=dict)
 
 
-class ModelSpec(_Strict):
-    """A whole ``model.yaml``. ``max_batch_size`` 0 means the model does not batch (no
-    batch axis semantics); above 0, axis 0 of every input is the batch axis and its profile
-    max must equal ``max_batch_size``."""
+class EngineSpec(Strict):
+    """One engine of a multi-engine model (``engines.<name>``): its own ONNX source, back
+    end, precision, batching, tensors with their optimization profile, build settings and
+    gates -- the same keys, with the same meaning, as a single-engine model.yaml's top
+    level."""
 
-    name: Annotated[str, Field(pattern=NAME_PATTERN)]
-    version: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")]
-    description: str = ""
     source: SourceSpec
     backend: Backend = "onnxruntime"
     target_precision: Precision = "fp32"
@@ -348,6 +257,35 @@ class ModelSpec(_Strict):
     outputs: list[OutputSpec] = Field(default_factory=list)
     build: BuildSpec = Field(default_factory=BuildSpec)
     checks: ChecksSpec = Field(default_factory=ChecksSpec)
+
+
+ENGINE_KEYS = tuple(EngineSpec.model_fields)
+
+
+class ModelSpec(Strict):
+    """A whole ``model.yaml``. ``max_batch_size`` 0 means the model does not batch (no
+    batch axis semantics); above 0, axis 0 of every input is the batch axis and its profile
+    max must equal ``max_batch_size``.
+
+    A single-engine model writes its engine's keys (``source``, ``backend``... ``checks``)
+    at the top; a multi-engine one lists them per engine under ``engines:`` instead (the
+    top-level engine keys then stay unset). ``assets`` and ``pipeline`` work with both.
+    """
+
+    name: Annotated[str, Field(pattern=NAME_PATTERN)]
+    version: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")]
+    description: str = ""
+    source: SourceSpec | None = None
+    backend: Backend = "onnxruntime"
+    target_precision: Precision = "fp32"
+    max_batch_size: Annotated[int, Field(ge=0)] = 0
+    inputs: list[InputSpec] = Field(default_factory=list)
+    outputs: list[OutputSpec] = Field(default_factory=list)
+    build: BuildSpec = Field(default_factory=BuildSpec)
+    checks: ChecksSpec = Field(default_factory=ChecksSpec)
+    engines: dict[PartName, EngineSpec] | None = None
+    assets: dict[PartName, Asset] = Field(default_factory=dict)
+    pipeline: PipelineSpec | None = None
     runtime: RuntimeSpec = Field(default_factory=RuntimeSpec)
     image: ImageSpec = Field(default_factory=ImageSpec)
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import yaml
@@ -68,24 +68,38 @@ class YamlDocument:
         plain_text: key path -> the source text of every *plain* (unquoted) scalar value,
             so messages can show what the user wrote (``~`` vs ``null``).
         file: the file name used in messages.
+        prefix: the key path of ``data`` in the whole document (a :meth:`section`);
+            ``positions`` and ``plain_text`` stay the whole document's.
     """
 
     data: Any
     positions: Mapping[KeyPath, Position]
     plain_text: Mapping[KeyPath, str]
     file: str
+    prefix: KeyPath = ()
 
     def position(self, path: KeyPath) -> Position | None:
-        """Position of ``path`` or, when it has none (a missing key), of its nearest parent."""
-        for end in range(len(path), -1, -1):
-            if path[:end] in self.positions:
-                return self.positions[path[:end]]
+        """Position of ``path`` (relative to :attr:`prefix`) or, when it has none (a
+        missing key), of its nearest parent."""
+        full = self.prefix + path
+        for end in range(len(full), -1, -1):
+            if full[:end] in self.positions:
+                return self.positions[full[:end]]
         return None
 
     def problem(self, path: KeyPath, message: str) -> SpecProblem:
-        """A :class:`SpecProblem` at ``path``, located by :meth:`position`."""
+        """A :class:`SpecProblem` at ``path`` (relative to :attr:`prefix`; the message
+        shows the whole key path), located by :meth:`position`."""
         line, column = self.position(path) or (None, None)
-        return SpecProblem(self.file, format_key_path(path), message, line, column)
+        return SpecProblem(self.file, format_key_path(self.prefix + path), message, line, column)
+
+    def section(self, path: KeyPath) -> YamlDocument:
+        """The part of the document at ``path`` (e.g. ``("engines", "det")``), whose
+        problems carry their whole key path (``engines.det.inputs[0].max``)."""
+        data = self.data
+        for part in path:
+            data = data[part]
+        return replace(self, data=data, prefix=self.prefix + path)
 
 
 def format_key_path(path: KeyPath) -> str:

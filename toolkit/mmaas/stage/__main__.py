@@ -1,12 +1,13 @@
 """``python -m mmaas.stage``: the builder stage's command line (the Dockerfile's contract)::
 
     python -m mmaas.stage build REQUEST.json OUT_DIR             # compile into OUT_DIR
-    python -m mmaas.stage stamp REQUEST.json ENGINE_DIR OUT_DIR  # adopt a built engine
+    python -m mmaas.stage stamp REQUEST.json TREE OUT_DIR        # adopt built engines
     python -m mmaas.stage verify MODEL_DIR                       # re-check hashes
 
-``REQUEST.json`` is a :class:`mmaas.core.request.BuildRequest` written by the build plan.
-``stamp`` turns an engine directory -- just compiled, or a verified engine-cache entry --
-into this model's directory (:mod:`mmaas.stage.stamp`).
+``build``'s ``REQUEST.json`` is a :class:`mmaas.core.request.BuildRequest` (one engine),
+``stamp``'s a :class:`mmaas.core.model_request.ModelRequest`, both written by the build
+plan. ``stamp`` turns the staged tree of engine directories -- just compiled, or verified
+engine-cache entries -- and assets into this model's directory (:mod:`mmaas.stage.stamp`).
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ from dataclasses import asdict
 from pathlib import Path
 
 from mmaas.core.errors import MmaasError
-from mmaas.core.model_dir import verify_model_dir
+from mmaas.core.model_dir import describe, verify_model_dir
 from mmaas.stage.accuracy import GateFailed
 from mmaas.stage.build import build_model_dir, read_request
-from mmaas.stage.stamp import stamp_model_dir
+from mmaas.stage.stamp import read_model_request, stamp_model_dir
 
 
 def main(argv: list[str]) -> int:
@@ -45,25 +46,13 @@ def main(argv: list[str]) -> int:
             print(json.dumps({**engine, **summary}, indent=2))
             return 0
         if len(argv) == 4 and argv[0] == "stamp":
-            request = read_request(Path(argv[1]))
-            manifest = stamp_model_dir(
-                Path(argv[2]),
-                Path(argv[3]),
-                request.compile.model,
-                request.spec_digest,
-                request.engine_key,
-            )
-            print(
-                f"engine stamped for {manifest.model.name} {manifest.model.version}: "
-                f"{manifest.engine.path} {manifest.engine.blake3}"
-            )
+            model_request = read_model_request(Path(argv[1]))
+            model = stamp_model_dir(Path(argv[2]), Path(argv[3]), model_request)
+            print(f"stamped {model.name} {model.version}: {describe(model)}")
             return 0
         if len(argv) == 2 and argv[0] == "verify":
-            manifest = verify_model_dir(Path(argv[1]))
-            print(
-                f"engine verified: {manifest.engine.path} {manifest.engine.blake3}"
-                + "".join(f", {data.path} {data.blake3}" for data in manifest.engine_data)
-            )
+            model = verify_model_dir(Path(argv[1]))
+            print(f"model verified: {model.name} {model.version}: {describe(model)}")
             return 0
     except GateFailed as exc:
         print(json.dumps(exc.report, indent=2), file=sys.stderr)
@@ -74,7 +63,7 @@ def main(argv: list[str]) -> int:
         return exc.exit_code
     print(
         "usage: python -m mmaas.stage build REQUEST.json OUT_DIR | stamp REQUEST.json "
-        "ENGINE_DIR OUT_DIR | verify MODEL_DIR",
+        "TREE OUT_DIR | verify MODEL_DIR",
         file=sys.stderr,
     )
     return 2

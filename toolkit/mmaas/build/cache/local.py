@@ -26,7 +26,7 @@ from filelock import FileLock
 from mmaas.core.errors import IntegrityError
 from mmaas.core.files import link_or_copy
 from mmaas.core.manifest import Manifest
-from mmaas.core.model_dir import REPORT_NAME, verify_model_dir
+from mmaas.core.model_dir import REPORT_NAME, verify_engine_dir
 
 DEFAULT_ROOT = Path("~/.cache/mmaas")
 LOCK_TIMEOUT_S = 600
@@ -112,7 +112,7 @@ def verify_entry(directory: Path, key: str) -> Manifest:
     Raises:
         IntegrityError: naming what differs.
     """
-    manifest = verify_model_dir(directory)
+    manifest = verify_engine_dir(directory)
     recorded = manifest.build.get("engine_key")
     if recorded != key:
         raise IntegrityError(f"{directory}: entry was built for key {recorded}, not {key}")
