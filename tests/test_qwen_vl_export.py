@@ -24,7 +24,7 @@ from scripts import export_qwen_vl as exporter
 from scripts.qwen_vl import checkpoint as checkpoints
 from scripts.qwen_vl import validate, vision
 
-from mmaas.build.pipeline import plan_model, stage_context
+from mmaas.build.context import plan_builds, stage_context
 from mmaas.core.errors import SpecError
 from mmaas.spec.load import load_spec
 
@@ -156,7 +156,8 @@ def vision_model_dir(folder: Path, onnx_file: Path, spec: dict) -> Path:
 def compile_engine(model_dir: Path, work: Path) -> subprocess.CompletedProcess[str]:
     """Plan and stage the build context as `mmaas build` does, then run the builder
     stage's compile and profile check on it (``work/engine``), without Docker."""
-    _, plan = plan_model(model_dir, buildkit=False)
+    _, compiles, _ = plan_builds(model_dir, buildkit=False)
+    (plan,) = compiles.values()
     (work / "context").mkdir(parents=True)
     stage_context(plan, work / "context")
     return run_stage("build", work / "context" / "engine-request.json", work / "engine")

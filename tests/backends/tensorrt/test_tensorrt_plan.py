@@ -15,7 +15,7 @@ from mmaas.backends.tensorrt.image import (
     compile_run_argv,
     tensorrt_plan_values,
 )
-from mmaas.build.pipeline import TOOLKIT_DIR
+from mmaas.build.context import TOOLKIT_DIR
 from mmaas.build.plan import ContextWheel, make_plan
 from mmaas.build.render import render_dockerfile
 from mmaas.core import proc

@@ -20,7 +20,7 @@ from mmaas.build.cache.key import (
     image_content,
 )
 from mmaas.build.cache.local import EngineCache, verify_entry
-from mmaas.build.pipeline import TOOLKIT_DIR
+from mmaas.build.context import TOOLKIT_DIR
 from mmaas.build.plan import compile_request, engine_inputs
 from mmaas.core.errors import IntegrityError
 from mmaas.spec.load import LoadedSpec, load_spec
