@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import shutil
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from mmaas.backends.tensorrt.image import (
     compile_run_argv,
     tensorrt_plan_values,
 )
-from mmaas.build.context import TOOLKIT_DIR
+from mmaas.build.context import TOOLKIT_DIR, package_plan
 from mmaas.build.plan import ContextWheel, make_plan
 from mmaas.build.render import render_dockerfile
 from mmaas.core import proc
@@ -42,14 +43,17 @@ def rendered(
     extra: str = "",
 ) -> str:
     loaded = tensorrt_spec(extra)
-    plan = make_plan(
-        loaded.spec,
-        loaded.source_path,
-        toolkit_dir=TOOLKIT_DIR,
-        buildkit=buildkit,
-        ca_bundle=DET if ca else None,
-        engine_dir=Path("engine") if phase == "package" else None,
-    )
+    bundle = DET if ca else None
+    if phase == "package":
+        plan = package_plan(loaded, {"model": None}, {"model": Path("engine")}, bundle, buildkit)
+    else:
+        plan = make_plan(
+            loaded.engines[0].spec,
+            loaded.source_path,
+            toolkit_dir=TOOLKIT_DIR,
+            buildkit=buildkit,
+            ca_bundle=bundle,
+        )
     return render_dockerfile(plan)
 
 
@@ -142,20 +146,13 @@ def test_plan_stages_tensorrt_modules_requirements_and_calibration_cache(
         assert name in compile_plan.generated["requirements-builder.txt"]
     assert compile_plan.values["tensorrt_version"] == "10.13"
     assert set(compile_plan.generated) == {
-        "build-request.json",
         "engine-request.json",
         "image-constraints.txt",
         "requirements-builder.txt",
         "requirements-runtime.txt",
     }
-    package = make_plan(
-        spec,
-        loaded.source_path,
-        toolkit_dir=TOOLKIT_DIR,
-        buildkit=True,
-        model_dir=tmp_path,
-        engine_dir=tmp_path / "engine",
-    )
+    calibrated = replace(loaded, spec=spec)
+    package = package_plan(calibrated, {"model": None}, {"model": tmp_path / "engine"}, None, True)
     staged = {f.target for f in package.files}
     assert "model/calib.cache" not in staged and "engine" in staged
     runtime = ("mmaas.core", "mmaas.server", "mmaas.backends.tensorrt")
