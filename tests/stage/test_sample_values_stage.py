@@ -60,7 +60,8 @@ def test_the_sample_value_selects_the_branch_for_the_check_gates_and_warm_up(tmp
     assert [entry["outputs"]["y"] for entry in checked] == [[1, 100, 1], [1, 400, 1], [1, 1000, 1]]
     assert manifest.report["accuracy"]["passed"] and manifest.report["latency"]["passed"]
     settings = from_env({"MMAAS_MODEL_DIR": str(model_dir), "MMAAS_WARMUP_RUNS": "2"})
-    assert len(load_instances(settings, model_dir, manifest)) == 1  # warm-up at opt (400) takes 16000
+    # warm-up at opt (400) takes 16000
+    assert len(load_instances(settings, model_dir, manifest)) == 1
 
 
 def test_a_list_of_allowed_values_that_includes_a_wrong_branch_fails(tmp_path) -> None:

@@ -290,8 +290,12 @@ class ModelSpec(Strict):
     image: ImageSpec = Field(default_factory=ImageSpec)
 
     def digest(self) -> str:
-        """sha256 of the canonical JSON of the whole (completed) spec: ``sha256:<hex>``."""
-        text = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        """sha256 of the canonical JSON of the whole (completed) spec: ``sha256:<hex>``.
+        ``engines``, ``assets`` and ``pipeline`` count only when given, so a single-engine
+        spec keeps the digest it had before they existed."""
+        unused = {key for key in ("engines", "assets", "pipeline") if not getattr(self, key)}
+        data = self.model_dump(mode="json", exclude=unused)
+        text = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return bytes_digest(text.encode())
 
     @property
