@@ -18,9 +18,8 @@ from scripts.gpu_models import write_gpu_model
 from mmaas.backends.onnxruntime.providers import profile_text, providers
 from mmaas.backends.onnxruntime.runtime import EXECUTION_FILE, OnnxRuntimeRuntime
 from mmaas.backends.onnxruntime.settings import GpuSettings, TensorRTProviderSettings
+from mmaas.build.context import plan_builds
 from mmaas.build.local import compile_local
-from mmaas.build.pipeline import TOOLKIT_DIR
-from mmaas.build.plan import make_plan
 from mmaas.build.render import render_dockerfile
 from mmaas.core import proc
 from mmaas.core.errors import CompatibilityError, SpecError
@@ -160,15 +159,8 @@ def test_tensorrt_provider_options_by_contract_no_tensorrt_library_here() -> Non
 def test_rendered_gpu_dockerfile_passes_hadolint_and_orders_its_layers(
     ppocr_models, tmp_path: Path, buildkit: bool, phase: str
 ) -> None:
-    loaded = load_spec(gpu_det(tmp_path))
-    engine = Path("engine") if phase == "package" else None
-    plan = make_plan(
-        loaded.spec,
-        loaded.source_path,
-        toolkit_dir=TOOLKIT_DIR,
-        buildkit=buildkit,
-        engine_dir=engine,
-    )
+    _, compiles, package = plan_builds(gpu_det(tmp_path), buildkit=buildkit)
+    plan = package if phase == "package" else compiles["model"]
     text = render_dockerfile(plan)
     dockerfile = tmp_path / "Dockerfile"
     dockerfile.write_text(text)
