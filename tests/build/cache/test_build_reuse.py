@@ -219,7 +219,7 @@ def test_an_image_retagged_over_the_build_is_rebuilt(model: Model, capsys, docke
     """A derived image under the tag keeps the build-digest label but not the image id
     the build verified: the build runs again and the tag names a verified image."""
     built, _, _ = model.build(capsys)
-    engine = f"/opt/mmaas/model/{built.manifest.engine.path}"
+    engine = f"/opt/mmaas/model/{built.manifest.engines[0].manifest.engine.path}"
     tag = f"{built.image.rpartition(':')[0]}:tampered"
     with tampered_image(docker_cli, built.image, engine, tag) as tampered:
         proc.run([*docker_cli, "tag", tampered, built.image])
@@ -228,4 +228,6 @@ def test_an_image_retagged_over_the_build_is_rebuilt(model: Model, capsys, docke
     assert f"{built.image} is not the image this digest's build verified: building" in notes
     assert result.engine_cache == "hit" and re.search(r"^#\d+ ", output, re.MULTILINE)
     assert image_id(docker_cli, built.image) == result.image_id
-    assert result.manifest.engine == model.cold.manifest.engine
+    assert (
+        result.manifest.engines[0].manifest.engine == model.cold.manifest.engines[0].manifest.engine
+    )
