@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,12 +16,13 @@ from click.testing import CliRunner
 from rich.console import Console
 from tests.build.test_current import model_dir
 
-from mmaas.build.pipeline import BuildResult
+from mmaas.build.pipeline import BuildResult, EngineBuild
 from mmaas.cli import build as build_cli
 from mmaas.cli.progress import BuildConsole, summary_table
 from mmaas.core import proc
 from mmaas.core.errors import ProcessError, UsageError
-from mmaas.core.manifest import read_manifest
+from mmaas.core.manifest import FileRecord
+from mmaas.core.model_manifest import Asset, read_model_manifest
 
 # What a compile build prints (BuildKit --progress plain), then the stage's own lines.
 BUILDKIT = """#1 [internal] load build definition from Dockerfile
@@ -120,10 +122,11 @@ def test_a_failed_build_names_its_log_even_when_quiet(tmp_path: Path) -> None:
 def test_the_summary_table_holds_image_engine_cache_and_profile_latencies(
     tmp_path: Path,
 ) -> None:
-    manifest = read_manifest(model_dir(tmp_path))
+    model = read_model_manifest(model_dir(tmp_path))
+    manifest = model.engines[0].manifest
     result = BuildResult(
-        "mmaas-test/tiny:1.0.0", "sha256:" + "c" * 64, manifest, {}, "sha256:plan", 0.42,
-        "sha256:" + "d" * 64, "current",
+        "mmaas-test/tiny:1.0.0", "sha256:" + "c" * 64, model, {}, "sha256:plan", 0.42,
+        {"model": EngineBuild("sha256:" + "d" * 64, "current")},
     )  # fmt: skip
     screen, out = plain()
     screen.print(summary_table(result, 301_300_000, tmp_path / "build.log"))
@@ -169,3 +172,26 @@ def test_plain_output_says_a_long_phase_is_still_running(tmp_path: Path) -> None
     lines = out.getvalue().splitlines()
     assert lines.count("  compile still running, 0 s") == 1, lines
     assert not any("[TRT]" in line for line in lines)
+
+
+def test_the_summary_table_names_each_engine_and_asset_of_a_multi_engine_model(
+    tmp_path: Path,
+) -> None:
+    one = read_model_manifest(model_dir(tmp_path)).engines[0]
+    vocab = FileRecord("assets/vocab.txt", "blake3:" + "e" * 64, "sha256:" + "f" * 64, 9)
+    model = replace(
+        read_model_manifest(model_dir(tmp_path / "again")),
+        engines=(replace(one, name="det", directory="det"), replace(one, name="cls")),
+        assets=(Asset("vocab", vocab),),
+    )
+    builds = {"det": EngineBuild("sha256:" + "d" * 64, "hit"), "cls": EngineBuild(None, "miss")}
+    result = BuildResult(
+        "mmaas-test/ocr:1", "sha256:" + "c" * 64, model, {}, "sha256:p", 1.0, builds
+    )
+    screen, out = plain()
+    screen.print(summary_table(result, None, tmp_path / "build.log"))
+    text = out.getvalue()
+    for name in ("det", "cls"):
+        assert f"{name}: engine " in text and f"{name}: profile opt" in text
+    assert "det: engine cache " in text and "d" * 64 in text
+    assert "asset vocab" in text and f"assets/vocab.txt  {vocab.blake3}" in text
