@@ -51,9 +51,18 @@ PATTERNS = {
 
 
 def perf_analyzer(
-    url: str, model: str, shape: tuple[int, ...], level: int, window: int, flags: tuple[str, ...]
+    url: str,
+    model: str,
+    shape: tuple[int, ...],
+    batched: bool,
+    level: int,
+    window: int,
+    flags: tuple[str, ...],
 ) -> dict[str, Any]:
-    """One perf_analyzer run; the figures it printed (client and server side)."""
+    """One perf_analyzer run; the figures it printed (client and server side). A batched
+    model (``max_batch_size > 0``) gets ``shape`` without its batch axis in ``--shape``
+    and the batch as ``-b`` (perf_analyzer prepends the batch axis itself)."""
+    dims = shape[1:] if batched else shape
     argv = [
         str(PERF_ANALYZER),
         "-m",
@@ -62,8 +71,9 @@ def perf_analyzer(
         "grpc",
         "-u",
         url,
+        *(["-b", str(shape[0])] if batched else []),
         "--shape",
-        f"x:{','.join(map(str, shape))}",
+        f"x:{','.join(map(str, dims))}",
         "--concurrency-range",
         str(level),
         "-p",
@@ -83,7 +93,8 @@ def perf_analyzer(
 
 def bench_model(model: str, window: int, levels: tuple[int, ...], work: Path) -> dict[str, Any]:
     shape = CASES[model]
-    _, model_dir = compile_local(ROOT / "models" / model)
+    loaded, model_dir = compile_local(ROOT / "models" / model)
+    batched = loaded.spec.max_batch_size > 0
     raw = RawEngine.load(model_dir, shape)
     raw_blocks = [raw_latency(raw, window / 1000)]
     server = mmaas_server(model_dir, work, f"{model}-pa", MMAAS_SHUTDOWN_GRACE_S="0")
@@ -94,7 +105,9 @@ def bench_model(model: str, window: int, levels: tuple[int, ...], work: Path) ->
         for mode, flags in MODES.items():
             for level in levels:
                 print(f"  {model} {mode} c={level}", file=sys.stderr)
-                runs[f"{mode} c={level}"] = perf_analyzer(url, model, shape, level, window, flags)
+                runs[f"{mode} c={level}"] = perf_analyzer(
+                    url, model, shape, batched, level, window, flags
+                )
                 if level == 1:
                     raw_blocks.append(raw_latency(raw, window / 1000))
     finally:
