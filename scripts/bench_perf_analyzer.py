@@ -27,7 +27,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from bench_runtime import CASES, ROOT, RawEngine, mmaas_server, raw_latency  # this folder
+from bench_measure import RawEngine, raw_latency  # this folder
+from bench_runtime import CASES
+from bench_servers import ROOT, mmaas_server
 from mmaas.build.local import compile_local
 from mmaas.core.files import atomic_write_text
 
@@ -96,6 +98,8 @@ def bench_model(model: str, window: int, levels: tuple[int, ...], work: Path) ->
     loaded, model_dir = compile_local(ROOT / "models" / model)
     batched = loaded.spec.max_batch_size > 0
     raw = RawEngine.load(model_dir, shape)
+    # perf_analyzer sizes output regions at 100 KiB unless told: the largest output here
+    output_bytes = ("--output-shared-memory-size", str(max(raw.output_sizes().values())))
     raw_blocks = [raw_latency(raw, window / 1000)]
     server = mmaas_server(model_dir, work, f"{model}-pa", MMAAS_SHUTDOWN_GRACE_S="0")
     runs: dict[str, dict[str, Any]] = {}
@@ -106,7 +110,13 @@ def bench_model(model: str, window: int, levels: tuple[int, ...], work: Path) ->
             for level in levels:
                 print(f"  {model} {mode} c={level}", file=sys.stderr)
                 runs[f"{mode} c={level}"] = perf_analyzer(
-                    url, model, shape, batched, level, window, flags
+                    url,
+                    model,
+                    shape,
+                    batched,
+                    level,
+                    window,
+                    (*flags, *output_bytes) if "shm" in mode else flags,
                 )
                 if level == 1:
                     raw_blocks.append(raw_latency(raw, window / 1000))
