@@ -28,7 +28,8 @@ DIALECT = "https://json-schema.org/draft/2020-12/schema"
 def render_schema() -> str:
     """The schema's JSON text (sorted keys, 2-space indent, trailing newline): the spec's
     own, plus what pydantic cannot say: exactly one of ``source`` (one engine) and
-    ``engines`` (several), and each pipeline kind's ``settings`` (by ``kind``)."""
+    ``engines`` (several), each pipeline kind's ``settings`` (by ``kind``), and that a
+    mapping with a key pattern (engine and asset names) takes no other keys."""
     schema = {"$schema": DIALECT, **ModelSpec.model_json_schema()}
     schema["title"] = "mmaas model.yaml"
     schema["oneOf"] = [{"required": ["source"]}, {"required": ["engines"]}]
@@ -45,7 +46,21 @@ def render_schema() -> str:
             }
         )
     schema["$defs"]["PipelineSpec"]["allOf"] = kinds
+    _close_patterns(schema)
     return json.dumps(schema, indent=2, sort_keys=True) + "\n"
+
+
+def _close_patterns(node: object) -> None:
+    """Add ``additionalProperties: false`` to every object schema whose keys have a pattern
+    (pydantic writes ``patternProperties`` alone, which lets any other key through)."""
+    if isinstance(node, dict):
+        if "patternProperties" in node:
+            node.setdefault("additionalProperties", False)
+        for value in node.values():
+            _close_patterns(value)
+    elif isinstance(node, list):
+        for value in node:
+            _close_patterns(value)
 
 
 def main() -> None:

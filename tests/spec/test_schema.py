@@ -24,3 +24,12 @@ def test_schema_forbids_unknown_keys_and_requires_the_basics() -> None:
     (ensemble,) = schema["$defs"]["PipelineSpec"]["allOf"]
     assert ensemble["then"]["properties"]["settings"]["required"] == ["steps"]
     assert schema["$defs"]["InputSpec"]["additionalProperties"] is False
+
+
+def test_engine_and_asset_names_follow_their_pattern_and_nothing_else() -> None:
+    schema = json.loads((ROOT / "schema" / "model.schema.json").read_text())
+    engines = schema["properties"]["engines"]["anyOf"][0]
+    assets = schema["properties"]["assets"]
+    for mapping in (engines, assets):
+        assert list(mapping["patternProperties"]) == ["^[a-z0-9][a-z0-9_-]{0,62}$"]
+        assert mapping["additionalProperties"] is False
