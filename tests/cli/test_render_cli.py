@@ -17,6 +17,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from tests.ocr_model import write_ocr_model
 
 from mmaas.core import proc
 from paths import ROOT
@@ -262,3 +263,35 @@ def test_rendered_onnxruntime_commands_run_as_pasted(
     finally:
         for tag in ("engine", "1.0.0"):
             proc.run([*docker_cli, "image", "rm", "--force", f"{repository}:{tag}"], check=False)
+
+
+def test_render_and_validate_of_two_engines_cover_each_engine(ppocr_models, tmp_path: Path) -> None:
+    """Issue 10: each engine's compile build and engine copy, named by its engine, then the
+    one package build (with the asset staged); validate lists both engines and the
+    pipeline's signature."""
+    model = write_ocr_model(tmp_path / "ocr", ppocr_models)
+    ctx = model / ".mmaas" / "render"
+    done = mmaas("render", str(model), "--buildkit")
+    assert done.returncode == 0, done.stderr
+    headers = re.findall(r"^# ==> (\S+) \((\w+) build\) <==$", done.stdout, re.MULTILINE)
+    assert headers == [
+        (f"{ctx}/compile/det/Dockerfile", "compile"),
+        (f"{ctx}/compile/cls/Dockerfile", "compile"),
+        (f"{ctx}/package/Dockerfile", "package"),
+    ]
+    comments = re.findall(r"^# \d+/9 (.*)$", done.stderr, re.MULTILINE)
+    assert [c.split(":")[0] for c in comments] == ["engine det"] * 4 + ["engine cls"] * 4 + [
+        "package build"
+    ]
+    copies = [argv[-1] for argv in steps(done.stderr) if argv[1:2] == ["cp"]]
+    assert copies == [f"{ctx}/package/engine/det", f"{ctx}/package/engine/cls"]
+    assert (ctx / "package" / "engine" / "assets" / "labels" / "cls.json").is_file()
+    checked = mmaas("validate", str(model))
+    assert checked.returncode == 0, checked.stderr
+    for line in (
+        "engine det (onnxruntime, fp32, max_batch_size 2), served as ocr-det",
+        "engine cls (onnxruntime, fp32, max_batch_size 8), served as ocr-cls",
+        "pipeline ensemble (served as ocr)",
+        "input  crops FP32 [-1, 3, 48, 192]",
+    ):
+        assert line in checked.stdout

@@ -121,6 +121,7 @@ def _steps(
         target = get_target(engine.spec.backend)
         pair = (contexts[engine.name], package)
         own = target.build_commands(engine.spec, docker, build_args, pair, image, env)
+        package_build = own.pop()  # the same for every engine: printed once, unprefixed
         folder = loaded.engine_folder(engine.name)
         if folder != ".":
             into, there = str(package / ENGINE_CONTEXT), str(package / ENGINE_CONTEXT / folder)
@@ -129,7 +130,6 @@ def _steps(
                         argv=[there if arg == into else arg for arg in step.argv])
                 for step in own
             ]  # fmt: skip
-        package_build = own.pop()
         steps += own
     return [*steps, package_build]
 
