@@ -1,138 +1,150 @@
-"""Example client of the ``qwen-vl`` image: one image file in, its Qwen2-VL image embeddings out.
+"""Ask the ``qwen-vl`` image a question about pictures and print the answer as it streams.
 
-Preprocessing is transformers' own Qwen2-VL image processor (``Qwen2VLImageProcessorPil``,
-constructed locally, nothing fetched): convert to RGB, resize so both sides are multiples of
-28 (patch 14 x merge 2) with the pixel count inside the served profile (224x224 to
-1344x1344), rescale to [0, 1], normalize with the CLIP mean/std, and cut into
-``pixel_values`` FP32 [num_patches, 1176] plus ``grid_thw`` INT64 [1, 3].
+Sends the picture files' bytes as they are (the server decodes, resizes and normalises them)
+and the question through ``tritonclient.grpc`` in Triton's LLM interface: ``text_input``,
+``image`` (one element per picture), ``max_tokens``, and the sampling inputs you give. With
+streaming (the default) it uses ``ModelStreamInfer`` and prints each token's text as it
+comes; ``--no-stream`` sends one ``ModelInfer`` and prints the whole answer.
 
-The request goes through ``tritonclient.grpc`` (KServe v2 ``ModelInfer``) to ``--url``; with
-``--local MODEL.onnx`` the same arrays run in-process in ONNX Runtime instead, for comparing.
-Prints one line: output name, shape, dtype, sum and the sha256 of the raw FP32 bytes.
+Usage:
+    python scripts/qwen_vl_client.py PICTURE [PICTURE ...] -q "What is in this picture?"
+        [--url localhost:8001] [--model qwen-vl] [--max-tokens 64]
+        [--temperature T --top-p P --top-k K --seed S] [--no-stream] [--ids]
 
-Usage: ``python scripts/qwen_vl_client.py IMAGE [--url localhost:8001] [--model qwen-vl]
-[--local MODEL.onnx]``. Exit 1 with one line on stderr when the image or the server fails.
+Exit 1 with the server's message on stderr when it refuses the request (e.g.
+INVALID_ARGUMENT naming the bad input) or cannot be reached.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
+import queue
 import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-from PIL import Image, UnidentifiedImageError
-from transformers import Qwen2VLImageProcessorPil
+import tritonclient.grpc as triton
+from tritonclient.utils import InferenceServerException
 
-MIN_PIXELS = 224 * 224  # the profile's min: 16x16 = 256 patches
-MAX_PIXELS = 1344 * 1344  # the profile's max: 96x96 = 9216 patches
-OUTPUT = "image_embeds"
+SCALARS = {"max_tokens": "INT32", "temperature": "FP32", "top_p": "FP32", "top_k": "INT32",
+           "seed": "INT32"}  # fmt: skip
+NUMPY = {"INT32": np.int32, "FP32": np.float32}
 
 
 class ClientError(Exception):
-    """The server or ONNX Runtime refused the request (the message is theirs)."""
+    """The server refused the request or could not be reached (its message)."""
 
 
-def image_processor() -> Qwen2VLImageProcessorPil:
-    """transformers' Qwen2-VL processor with its default config (CLIP mean/std, bicubic,
-    patch 14, temporal patch 2, merge 2), its pixel bounds set to the served profile's."""
-    return Qwen2VLImageProcessorPil(size={"shortest_edge": MIN_PIXELS, "longest_edge": MAX_PIXELS})
+@dataclass
+class Answer:
+    """What came back: the text, the generated ids, and (streaming) the time of each token
+    from the request's start in seconds."""
+
+    text: str = ""
+    ids: list[int] = field(default_factory=list)
+    times: list[float] = field(default_factory=list)
 
 
-def preprocess(image_path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """``pixel_values`` FP32 [num_patches, 1176] and ``grid_thw`` INT64 [1, 3] of one image;
-    ``num_patches = h * w`` with ``(h, w) = (height, width) / 14`` after the resize.
+def request_inputs(question: str, images: list[bytes], **params: Any) -> list[Any]:
+    """The request's InferInputs: ``text_input`` BYTES [1], ``image`` BYTES [N] when there
+    are pictures, and every sampling parameter that is not None in its datatype [1]."""
+    text = triton.InferInput("text_input", [1], "BYTES")
+    text.set_data_from_numpy(np.array([question.encode()], dtype=object))
+    inputs = [text]
+    if images:
+        image = triton.InferInput("image", [len(images)], "BYTES")
+        image.set_data_from_numpy(np.array(images, dtype=object))
+        inputs.append(image)
+    for name, value in params.items():
+        if value is None:
+            continue
+        datatype = SCALARS[name]
+        tensor = triton.InferInput(name, [1], datatype)
+        tensor.set_data_from_numpy(np.array([value], dtype=NUMPY[datatype]))
+        inputs.append(tensor)
+    return inputs
 
-    Raises:
-        OSError: the file is missing or is not an image Pillow can read.
-    """
+
+def ask(url: str, model: str, question: str, images: list[bytes], **params: Any) -> Answer:
+    """One ModelInfer: the whole answer at once."""
+    client = triton.InferenceServerClient(url)
     try:
-        with Image.open(image_path) as image:
-            batch = image_processor()(images=image.convert("RGB"), return_tensors="np")
-    except UnidentifiedImageError as exc:
-        raise OSError(f"{image_path}: not an image Pillow can read") from exc
-    return (batch["pixel_values"].astype(np.float32), batch["image_grid_thw"].astype(np.int64))
-
-
-def infer_remote(
-    url: str, model: str, pixel_values: np.ndarray, grid_thw: np.ndarray
-) -> np.ndarray:
-    """One KServe v2 ``ModelInfer`` call through tritonclient's gRPC client; returns
-    ``image_embeds`` FP32 [num_patches / 4, hidden]. tritonclient's channel allows 2 GiB
-    messages, so the largest profile input (9216 x 1176 FP32, 43 MB) fits.
-
-    Raises:
-        ClientError: the server is unreachable or refuses the request.
-    """
-    import tritonclient.grpc as grpcclient
-    from tritonclient.utils import InferenceServerException
-
-    inputs = [
-        grpcclient.InferInput("pixel_values", list(pixel_values.shape), "FP32"),
-        grpcclient.InferInput("grid_thw", list(grid_thw.shape), "INT64"),
-    ]
-    inputs[0].set_data_from_numpy(pixel_values)
-    inputs[1].set_data_from_numpy(grid_thw)
-    try:
-        with grpcclient.InferenceServerClient(url) as client:
-            result = client.infer(model, inputs, outputs=[grpcclient.InferRequestedOutput(OUTPUT)])
+        result = client.infer(model, request_inputs(question, images, **params))
     except InferenceServerException as exc:
-        raise ClientError(f"{url}: {exc}") from exc
-    return result.as_numpy(OUTPUT)
+        raise ClientError(f"{exc.status()}: {exc.message()}") from None
+    finally:
+        client.close()
+    text = result.as_numpy("text_output")[0].decode()
+    return Answer(text, result.as_numpy("output_ids").tolist())
 
 
-def infer_local(onnx_path: Path, pixel_values: np.ndarray, grid_thw: np.ndarray) -> np.ndarray:
-    """The same inputs through ONNX Runtime (CPU) in-process; returns ``image_embeds``.
-
-    Raises:
-        ClientError: ONNX Runtime cannot load the file or run it on these inputs.
-    """
-    import onnxruntime as ort
-
+def stream(
+    url: str, model: str, question: str, images: list[bytes], **params: Any
+) -> Iterator[tuple[str, int, float]]:
+    """ModelStreamInfer: yields (text piece, token id, seconds since the request) per token,
+    until the response flagged ``triton_final_response``."""
+    events: queue.Queue[Any] = queue.Queue()
+    client = triton.InferenceServerClient(url)
+    started = time.perf_counter()
+    client.start_stream(callback=lambda result, error: events.put((result, error)))
     try:
-        session = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
-        return session.run([OUTPUT], {"pixel_values": pixel_values, "grid_thw": grid_thw})[0]
-    except Exception as exc:  # ONNX Runtime's exception classes derive from Exception only
-        raise ClientError(f"{onnx_path}: {exc}") from exc
-
-
-def describe(embeddings: np.ndarray) -> str:
-    """``image_embeds [256, 1536] float32 sum=<%.6g> sha256=<hex>``: the sha256 is of the
-    C-order FP32 bytes, equal only for bit-identical outputs; the sum tolerates rounding."""
-    data = np.ascontiguousarray(embeddings, dtype=np.float32)
-    digest = hashlib.sha256(data.tobytes()).hexdigest()
-    return (
-        f"{OUTPUT} {list(data.shape)} float32 sum={float(data.sum(dtype=np.float64)):.6g} "
-        f"sha256={digest}"
-    )
+        client.async_stream_infer(
+            model, request_inputs(question, images, **params), enable_empty_final_response=True
+        )
+        while True:
+            result, error = events.get()
+            if error is not None:
+                raise ClientError(f"{error.status()}: {error.message()}")
+            response = result.get_response()
+            final = response.parameters["triton_final_response"].bool_param
+            ids = result.as_numpy("output_ids")
+            if ids is not None and len(ids):
+                piece = result.as_numpy("text_output")[0].decode()
+                yield piece, int(ids[0]), time.perf_counter() - started
+            if final:
+                return
+    finally:
+        client.stop_stream(cancel_requests=True)
+        client.close()
 
 
 def main(argv: list[str]) -> int:
-    """Preprocess, infer (remote or ``--local``), print the description; exit code."""
+    """Command-line entry (see the module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("image", type=Path)
-    parser.add_argument("--url", default="localhost:8001", help="KServe v2 gRPC host:port")
-    parser.add_argument("--model", default="qwen-vl", help="model name on the server")
-    parser.add_argument(
-        "--local",
-        type=Path,
-        metavar="MODEL.onnx",
-        help="run in-process ONNX Runtime on this export instead of a server",
-    )
+    parser.add_argument("pictures", nargs="*", type=Path)
+    parser.add_argument("-q", "--question", required=True)
+    parser.add_argument("--url", default="localhost:8001")
+    parser.add_argument("--model", default="qwen-vl")
+    parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument("--temperature", type=float)
+    parser.add_argument("--top-p", type=float)
+    parser.add_argument("--top-k", type=int)
+    parser.add_argument("--seed", type=int)
+    parser.add_argument("--no-stream", action="store_true")
+    parser.add_argument("--ids", action="store_true", help="also print the generated ids")
     args = parser.parse_args(argv)
+    params = {"max_tokens": args.max_tokens, "temperature": args.temperature,
+              "top_p": args.top_p, "top_k": args.top_k, "seed": args.seed}  # fmt: skip
     try:
-        pixel_values, grid_thw = preprocess(args.image)
-        print(f"pixel_values {list(pixel_values.shape)} grid_thw {grid_thw.tolist()}")
-        embeddings = (
-            infer_local(args.local, pixel_values, grid_thw)
-            if args.local
-            else infer_remote(args.url, args.model, pixel_values, grid_thw)
-        )
-    except (OSError, ClientError) as exc:
+        images = [path.read_bytes() for path in args.pictures]
+        if args.no_stream:
+            answer = ask(args.url, args.model, args.question, images, **params)
+            print(answer.text)
+        else:
+            answer = Answer()
+            for piece, token, _ in stream(args.url, args.model, args.question, images, **params):
+                print(piece, end="", flush=True)
+                answer.ids.append(token)
+            print()
+        if args.ids:
+            print(f"output_ids: {answer.ids}")
+    except (ClientError, OSError) as exc:
         print(f"qwen_vl_client: error: {exc}", file=sys.stderr)
         return 1
-    print(describe(embeddings))
     return 0
 
 
