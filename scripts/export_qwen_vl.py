@@ -38,16 +38,17 @@ import json
 import subprocess
 import sys
 import time
+from dataclasses import fields
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: make `scripts.qwen_vl` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from scripts.qwen_vl.spec_file import Profile, render
+
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUTPUT = ROOT / "models" / "qwen-vl"
 PARTS = ("vision", "language", "side")
-# The optimization profiles of models/qwen-vl/model.yaml (the validation points' bounds).
-CONTEXT, MAX_BATCH, MAX_PATCHES, MAX_IMAGES = 4096, 4, 4096, 8
 
 
 def exporter_digest() -> str:
@@ -80,7 +81,7 @@ def export_part(part: str, args: argparse.Namespace) -> None:
         path = args.output / "qwen2_vl_vision.onnx"
         vision.export_vision(model.model.visual, path)
         print(f"exported {path.name} ({path.stat().st_size / 1e6:.1f} MB)", flush=True)
-        grid_sets = validate.vision_grid_sets(args.max_patches, args.max_images)
+        grid_sets = validate.vision_grid_sets(args.profile.max_patches, args.profile.max_images)
         lines = [] if args.skip_validation else validate.validate_vision(
             path, model.model.visual, grid_sets if args.full_validation else grid_sets[:-1]
         )  # fmt: skip
@@ -88,15 +89,20 @@ def export_part(part: str, args: argparse.Namespace) -> None:
         path = args.output / "qwen2_vl_language.onnx"
         language.export_language(model, path)
         print(f"exported {path.name} ({path.stat().st_size / 1e6:.1f} MB)", flush=True)
-        points = validate.language_points(args.context, args.max_batch)
+        points = validate.language_points(args.profile.context, args.profile.decode_batch)
         lines = [] if args.skip_validation else validate.validate_language(
             path, model, points if args.full_validation else points[:-1]
         )  # fmt: skip
     else:
         config = write_side_files(
-            args.checkpoint_dir, args.output, model, args.max_images, exporter_digest()
+            args.checkpoint_dir, args.output, model, args.profile.max_images, exporter_digest()
         )
         print(f"wrote embed_tokens.npy, tokenizer.json, runtime.json: {config['prompt']}")
+        if args.spec_out:
+            sizes = language.dims(model.model.language_model.config)
+            what = args.checkpoint or "the small random seeded checkpoint"
+            args.spec_out.write_text(render(*sizes, args.profile, str(what)))
+            print(f"wrote {args.spec_out}")
         lines = [] if args.skip_validation else [validate.validate_tokenizer(args.checkpoint_dir)]
     for line in lines:
         print(f"  {line}", flush=True)
@@ -111,16 +117,17 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, help="weights' seed (default: checkpoint.SEED)")
     parser.add_argument("--init-std", type=float, help="weights' std (checkpoint.INIT_STD)")
     parser.add_argument("--part", choices=PARTS, help="export one part only (in this process)")
-    parser.add_argument("--context", type=int, default=CONTEXT)
-    parser.add_argument("--max-batch", type=int, default=MAX_BATCH)
-    parser.add_argument("--max-patches", type=int, default=MAX_PATCHES)
-    parser.add_argument("--max-images", type=int, default=MAX_IMAGES)
+    for field in fields(Profile):  # the served profile: see scripts/qwen_vl/spec_file.py
+        flag = "--" + field.name.replace("_", "-")
+        parser.add_argument(flag, type=int, default=field.default, help="(profile)")
+    parser.add_argument("--spec-out", type=Path, help="write the export's model.yaml here")
     parser.add_argument("--skip-validation", action="store_true")
     parser.add_argument("--full-validation", action="store_true")
     parser.add_argument("--if-stale", action="store_true", help="do nothing when up to date")
     parser.add_argument("--broken-trace", type=Path, metavar="PATH")
     args = parser.parse_args(argv)
     args.checkpoint_dir = args.output / "checkpoint"
+    args.profile = Profile(**{f.name: getattr(args, f.name) for f in fields(Profile)})
     return args
 
 

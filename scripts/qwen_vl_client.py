@@ -92,9 +92,13 @@ def stream(
     started = time.perf_counter()
     client.start_stream(callback=lambda result, error: events.put((result, error)))
     try:
-        client.async_stream_infer(
-            model, request_inputs(question, images, **params), enable_empty_final_response=True
-        )
+        try:
+            client.async_stream_infer(
+                model, request_inputs(question, images, **params), enable_empty_final_response=True
+            )
+        except InferenceServerException as exc:  # the stream failed: the callback says why
+            result, error = events.get(timeout=5) if not events.empty() else (None, exc)
+            raise ClientError(f"{error.status()}: {error.message()}") from None
         while True:
             result, error = events.get()
             if error is not None:

@@ -5,7 +5,8 @@ two engines, so that it needs no transformers config class and no jinja2.
 runtime.json (schema 1): ``files`` (sha256 of the two graphs and the two other assets, so a
 build can tell an export's files apart from another's), ``image`` (the image processor's
 settings), ``tokens`` (special-token ids, stop ids, the tokens refused in user text),
-``prompt`` (the chat template pre-rendered into ``prefix``, ``image`` and ``suffix``),
+``prompt`` (the chat template pre-rendered into ``prefix``, ``image`` and ``suffix``) and
+``prompt_proved_images`` (the image counts the split was proved equal for, 0..n),
 ``generation`` (repetition_penalty) and ``language`` (engine dimensions). Limits that come
 from the engines' optimization profiles (context, images, patches, decode batch) are not
 here: the runtime reads them from the built engines' manifest entries.
@@ -121,6 +122,7 @@ def runtime_config(
             "refused_in_text": REFUSED_IN_TEXT,
         },
         "prompt": split_chat_template(tokenizer, max_images),
+        "prompt_proved_images": max_images,
         "generation": {"repetition_penalty": float(gen.repetition_penalty or 1.0)},
         "language": {
             "num_layers": text.num_hidden_layers,

@@ -26,7 +26,7 @@ from typing import Any
 
 from mmaas.backends import CompileRequest, get_target
 from mmaas.build.requests import engine_request
-from mmaas.build.wheel import CONSTRAINTS, constraints_text, requirements
+from mmaas.build.wheel import CONSTRAINTS, constraints_text, pipeline_requirements, requirements
 from mmaas.core.hashing import bytes_digest
 from mmaas.core.model_request import ModelRequest
 from mmaas.spec.engines import model_info
@@ -94,16 +94,14 @@ def make_plan(
     model_dir: Path | None = None,
     engine_key: str | None = None,
 ) -> BuildPlan:
-    """Plan the compile build of one engine: ``spec`` is a completed single-engine spec
-    (an engine view, :func:`mmaas.spec.engines.engine_view`) whose ONNX file is
-    ``source``; the build's last stage holds the compiled engine directory at
-    :data:`ENGINE_DIR`.
+    """Plan the compile build of one engine: ``spec`` is a completed single-engine spec (an
+    engine view, :func:`mmaas.spec.engines.engine_view`) whose ONNX file is ``source``; the
+    build's last stage holds the compiled engine directory at :data:`ENGINE_DIR`.
 
     Args:
         external_data: the ONNX file's external data locations (relative to its folder,
             nested paths included); staged beside it.
-        toolkit_dir: the installed ``mmaas`` package directory (the wheels are packed
-            from it).
+        toolkit_dir: the installed ``mmaas`` package directory (wheels are packed from it).
         buildkit: whether the builder supports ``RUN --mount`` cache mounts.
         ca_bundle: a PEM bundle trusted by pip inside the build, or None.
         model_dir: the model folder (``checks.accuracy.samples`` are relative to it);
@@ -178,6 +176,7 @@ def _plan(
     }
     wheel = f"mmaas-{metadata.version('mmaas')}-py3-none-any.whl"
     recipe = target.recipe(engine)
+    pipeline = pipeline_requirements(spec.pipeline.kind if spec.pipeline else None)
     values = {
         "base_image": spec.image.base_image,
         "buildkit": buildkit,
@@ -190,6 +189,7 @@ def _plan(
         "env": runtime_env(spec),
         "ports": [port for port in _ports(spec) if port],
         "labels": labels,
+        "pipeline_requirements": bool(pipeline),
         **target.template_values(engine),
     }
     generated = {
@@ -197,6 +197,7 @@ def _plan(
         CONSTRAINTS: constraints_text(),
         "requirements-builder.txt": _lines(requirements(recipe.builder_extras)),
         "requirements-runtime.txt": _lines(requirements(recipe.runtime_extras)),
+        **({"requirements-pipeline.txt": pipeline} if pipeline else {}),
     }
     plan = BuildPlan(
         image=f"{spec.image_repository}:{spec.image_tag}",

@@ -26,6 +26,7 @@ from importlib import metadata, resources
 from pathlib import Path
 
 import mmaas
+from mmaas.core.pipelines import PIPELINES
 
 DISTRIBUTION = "mmaas"
 CONSTRAINTS = "image-constraints.txt"
@@ -111,6 +112,14 @@ def requirements(extras: Iterable[str]) -> list[str]:
             else:
                 found.add(spec.strip())
     return sorted(found)
+
+
+def pipeline_requirements(kind: str | None) -> str:
+    """requirements-pipeline.txt of a model of pipeline ``kind`` (None: no pipeline): the
+    kind's runtime packages, one per line, which the image installs with ``--no-deps``
+    under the image constraints (:class:`mmaas.core.pipelines.PipelineParts`); "" when none."""
+    parts = PIPELINES.get(kind) if kind else None
+    return "".join(f"{name}\n" for name in (parts.runtime_packages if parts else ()))
 
 
 def constraints_text() -> str:

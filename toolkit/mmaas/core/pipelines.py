@@ -24,21 +24,31 @@ from mmaas.core.errors import UsageError
 
 # The kinds ``pipeline.kind`` accepts (the spec's Literal; tests check it equals the
 # registry's names).
-PipelineName = Literal["ensemble"]
+PipelineName = Literal["ensemble", "qwen2-vl"]
 
 
 @dataclass(frozen=True)
 class PipelineParts:
-    """Where one kind's parts live, each as ``"module:attribute"``."""
+    """Where one kind's parts live, each as ``"module:attribute"``, and the distributions
+    its runtime part imports beyond the server's (``runtime_packages``: installed into the
+    images of models of this kind only, pinned by templates/image-constraints.txt, without
+    their dependencies: e.g. ``tokenizers`` declares huggingface-hub, which only its
+    downloads use)."""
 
     spec: str
     runtime: str
+    runtime_packages: tuple[str, ...] = ()
 
 
 PIPELINES: dict[str, PipelineParts] = {
     "ensemble": PipelineParts(
         "mmaas.spec.pipelines.ensemble:EnsembleKind",
         "mmaas.server.pipelines.ensemble:EnsembleRuntime",
+    ),
+    "qwen2-vl": PipelineParts(
+        "mmaas.spec.pipelines.qwen2_vl:Qwen2VLKind",
+        "mmaas.server.pipelines.qwen2_vl.runtime:Qwen2VLRuntime",
+        ("pillow", "tokenizers"),
     ),
 }
 

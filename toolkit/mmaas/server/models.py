@@ -21,7 +21,13 @@ from mmaas.server import runtime
 from mmaas.server.batcher import Scheduler
 from mmaas.server.metrics import ModelMetrics
 from mmaas.server.model_control import Reload
-from mmaas.server.pipeline import LoadedEngine, PipelineContext, get_pipeline_runtime
+from mmaas.server.pipeline import (
+    CheckedExecutor,
+    LoadedEngine,
+    PipelineContext,
+    engine_check,
+    get_pipeline_runtime,
+)
 from mmaas.server.repository import ConfigFacts, Executor, Repository, ServedModel
 from mmaas.server.runtime import message_limit
 from mmaas.server.settings import Settings
@@ -102,8 +108,9 @@ async def attach_executors(
         engines = instances[entry.name]
         scheduler = Scheduler(engines, max_batch(info), settings.batching, metrics)
         scheduler.start()
+        check = manifest.pipeline and engine_check(manifest.pipeline.kind, entry.name)
         if model is not None:
-            model.executor = scheduler
+            model.executor = CheckedExecutor(scheduler, check) if check else scheduler
         directory = settings.model_dir / entry.directory
         loaded[entry.name] = LoadedEngine(entry.name, entry.manifest, directory, engines, scheduler)
     if manifest.pipeline is not None:
@@ -157,7 +164,8 @@ def reloader(
         )
         scheduler.start()
         loaded[name] = LoadedEngine(name, old.manifest, old.directory, engines, scheduler)
-        return scheduler
+        check = manifest.pipeline and engine_check(manifest.pipeline.kind, name)
+        return CheckedExecutor(scheduler, check) if check else scheduler
 
     return reload
 

@@ -10,7 +10,7 @@ then the pipeline's, and marks the pipeline model ready.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, cast
@@ -72,6 +72,10 @@ class PipelineRuntime(Protocol):
 
     platform: str
 
+    # Optional: ``engine_check(engine) -> Callable[[Mapping[str, np.ndarray]], None] | None``,
+    # a check of the *values* of requests to one of its engines served alone (raising
+    # InputError), run before that engine's batcher (:class:`CheckedExecutor`).
+
     def executor(self, context: PipelineContext) -> Executor:
         """The executor of the pipeline model's requests (its ``infer`` gets inputs
         already checked against the pipeline's signature).
@@ -81,6 +85,34 @@ class PipelineRuntime(Protocol):
                 that do not fit): the server refuses to start with this message.
         """
         ...
+
+
+class CheckedExecutor:
+    """An engine's executor behind its pipeline kind's request check (e.g. qwen2-vl: the
+    vision engine's grid must describe its patches), for the engine served alone."""
+
+    def __init__(self, executor: Executor, check: Callable[[Mapping[str, Any]], None]) -> None:
+        self.executor, self.check = executor, check
+
+    def start(self) -> None:
+        """Nothing: the wrapped engine executor is started and closed by its owner
+        (:func:`mmaas.server.models.attach_executors`, ``close_executors``)."""
+
+    async def infer(
+        self, inputs: dict[str, Any], outputs: Sequence[str], timeout_s: float | None
+    ) -> dict[str, Any]:
+        """Check ``inputs`` (InputError: INVALID_ARGUMENT), then run the wrapped executor."""
+        self.check(inputs)
+        return await self.executor.infer(inputs, outputs, timeout_s)
+
+    async def close(self) -> None:
+        """Nothing (see :meth:`start`)."""
+
+
+def engine_check(kind: str, engine: str) -> Callable[[Mapping[str, Any]], None] | None:
+    """The request check kind ``kind`` attaches to its engine ``engine``, or None."""
+    hook = getattr(get_pipeline_runtime(kind), "engine_check", None)
+    return None if hook is None else hook(engine)
 
 
 def get_pipeline_runtime(kind: str) -> PipelineRuntime:

@@ -24,8 +24,8 @@ from mmaas.server.pipelines.qwen2_vl.request import GenerationRequest
 PAIR = ("grace_hopper.jpg", "rocket.jpg")
 PROMPTS = ("Describe this picture.", "What is the person in the image holding, and why?")
 # The limits of models/qwen-vl/model.yaml's profiles.
-LIMITS = Limits(context=4096, decode_batch=4, max_images=8, max_patches=4096,
-                max_input_pixels=64_000_000)  # fmt: skip
+LIMITS = Limits(context=4096, prefill_chunk=1024, decode_batch=4, max_images=8,
+                max_patches=4096, max_input_pixels=64_000_000)  # fmt: skip
 
 
 class RawEngine:
@@ -56,8 +56,7 @@ def request(text: str, images: Sequence[bytes] = (), **params: object) -> Genera
 
 def generate(generator: Generator, req: GenerationRequest) -> list[TokenEvent]:
     """One request inline (no scheduler): prefill, then decode steps until it finishes."""
-    seq, token, cache = generator.prefill(generator.prepare(req))
-    mask = np.ones((1, seq.length), np.int64)
+    seq, token, cache, mask = generator.prefill(generator.prepare(req))
     events = []
     while True:
         events.append(generator.emit(seq, token))

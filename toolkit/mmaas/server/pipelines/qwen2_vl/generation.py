@@ -4,7 +4,8 @@
     prepare (caller's thread; every user error raised here, before any engine work):
         decode + preprocess each image, prompt ids, context and sampling checks
     prefill (engine thread): vision engine -> image embeddings placed at the image tokens
-        of ``embed_tokens[ids]``, M-RoPE positions, one language run over the prompt
+        of ``embed_tokens[ids]``, M-RoPE positions, language runs over the prompt in
+        chunks of at most the profile's sequence length
     decode (engine thread, batched across requests by :mod:`.scheduler`): one language run
         per step over the KV cache, sampling, stop ids, streamed text
 
@@ -139,8 +140,11 @@ class Generator:
         grid_thw = np.array(grids, np.int64).reshape(-1, 3)
         return Prepared(ids, np.ascontiguousarray(pixel_values), grid_thw, sampling)
 
-    def prefill(self, prepared: Prepared) -> tuple[Sequence, int, list[np.ndarray]]:
-        """Vision + prompt prefill of one request -> (Sequence, first token, its cache)."""
+    def prefill(self, prepared: Prepared) -> tuple[Sequence, int, list[np.ndarray], np.ndarray]:
+        """Vision + prompt prefill of one request -> (Sequence, first token, its cache, its
+        mask INT64 [1, 1 + L]). The cache starts with one masked slot (mask 0): the profile
+        has past >= 1 (a zero-length past is not a profile shape), and a masked slot gets
+        exactly zero attention weight."""
         ids = prepared.ids
         embeds = np.array(self.embed[ids], np.float32)  # [L, H]: a copy of the rows
         if len(prepared.grid_thw):
@@ -150,13 +154,17 @@ class Generator:
             ]
         grids = [(int(t), int(h), int(w)) for t, h, w in prepared.grid_thw]
         positions, delta = rope_index(ids, grids, self.image_token, self.config.image.merge_size)
-        logits, cache = self.step(
-            embeds[None], np.ones((1, len(ids)), np.int64), positions[:, None, :], self.empty()
-        )
+        cache, chunk = self.empty(), self.limits.prefill_chunk
+        full = np.concatenate([[0], np.ones(len(ids), np.int64)])[None]  # [1, 1 + L]
+        for start in range(0, len(ids), chunk):  # chunked prefill: inside the profile
+            end = min(start + chunk, len(ids))
+            logits, cache = self.step(
+                embeds[None, start:end], full[:, : 1 + end], positions[:, None, start:end], cache
+            )
         sampler = Sampler(prepared.sampling, self.config.repetition_penalty, logits.shape[-1], ids)
         stream = DecodeStream(skip_special_tokens=True)
         seq = Sequence(sampler, prepared.sampling.max_tokens, len(ids), delta, stream)
-        return seq, sampler(logits[0]), cache
+        return seq, sampler(logits[0]), cache, full
 
     def emit(self, seq: Sequence, token: int) -> TokenEvent:
         """Record a sampled token; the event says whether the sequence is finished."""
@@ -192,10 +200,10 @@ class Generator:
         out = self.language.infer(feeds, self.output_names)
         return out["logits"][:, 0, :], [out[name] for name in self.output_names[1:]]
 
-    def empty(self, batch: int = 1) -> list[np.ndarray]:
-        """A past of length 0 for every layer (prefill)."""
+    def empty(self) -> list[np.ndarray]:
+        """The prefill's past: one masked slot of zeros per layer."""
         c = self.config
-        return [np.zeros((batch, c.kv_heads, 0, c.head_dim), np.float32)] * (2 * c.num_layers)
+        return [np.zeros((1, c.kv_heads, 1, c.head_dim), np.float32)] * (2 * c.num_layers)
 
     def text(self, ids: list[int]) -> str:
         """The whole answer's text (``decode(skip_special_tokens=True)``, as transformers'

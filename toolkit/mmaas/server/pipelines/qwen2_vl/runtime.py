@@ -75,8 +75,7 @@ def warm_up(generator: Generator) -> None:
     picture = io.BytesIO()
     Image.new("RGB", (56, 56), (128, 64, 32)).save(picture, format="PNG")
     request = GenerationRequest("Hi", (picture.getvalue(),), 3, 0.0, 1.0, 0, None)
-    seq, token, cache = generator.prefill(generator.prepare(request))
-    mask = np.ones((1, seq.length), np.int64)
+    seq, token, cache, mask = generator.prefill(generator.prepare(request))
     for _ in range(2):
         (token,), cache, mask = generator.decode([seq], [token], cache, mask)
     log.info("qwen2-vl warmed up: prefill + 2 decode steps (%.0f ms)",

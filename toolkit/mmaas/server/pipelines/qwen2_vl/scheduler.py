@@ -97,7 +97,7 @@ class Scheduler:
         if ticket.cancelled.is_set():
             return
         try:
-            seq, token, own = self.generator.prefill(ticket.prepared)
+            seq, token, own, own_mask = self.generator.prefill(ticket.prepared)
             event = self.generator.emit(seq, token)
         except Exception as exc:  # an engine failure ends this request only
             ticket.sink(exc)
@@ -105,7 +105,7 @@ class Scheduler:
         ticket.sink(event)
         if event.finish_reason:
             return
-        batch.cache, batch.mask = join(batch.cache, batch.mask, own, seq.length)
+        batch.cache, batch.mask = join(batch.cache, batch.mask, own, own_mask)
         batch.rows.append((ticket, seq))
         batch.tokens.append(token)
 
@@ -140,12 +140,14 @@ class Scheduler:
 
 
 def join(
-    cache: list[np.ndarray], mask: np.ndarray, own: list[np.ndarray], length: int
+    cache: list[np.ndarray], mask: np.ndarray, own: list[np.ndarray], own_mask: np.ndarray
 ) -> tuple[list[np.ndarray], np.ndarray]:
-    """Append a prefilled sequence (its cache [1, kv, length, D]) to the batch, left-padding
-    whichever side is shorter; returns the new cache and mask INT64 [B + 1, T]."""
+    """Append a prefilled sequence (its cache [1, kv, length, D], its mask [1, length]) to
+    the batch, left-padding whichever side is shorter; returns the new cache and mask
+    INT64 [B + 1, T]."""
     if not cache:
-        return own, np.ones((1, length), np.int64)
+        return own, own_mask
+    length = own_mask.shape[1]
     total = max(mask.shape[1], length)
 
     def pad(x: np.ndarray, by: int) -> np.ndarray:
@@ -155,8 +157,8 @@ def join(
         np.concatenate([pad(a, total - mask.shape[1]), pad(b, total - length)])
         for a, b in zip(cache, own, strict=True)
     ]
-    row = np.concatenate([np.zeros(total - length, np.int64), np.ones(length, np.int64)])
-    mask = np.concatenate([np.pad(mask, ((0, 0), (total - mask.shape[1], 0))), row[None]])
+    row = np.pad(own_mask, ((0, 0), (total - length, 0)))
+    mask = np.concatenate([np.pad(mask, ((0, 0), (total - mask.shape[1], 0))), row])
     return cache, mask
 
 
