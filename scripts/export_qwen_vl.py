@@ -95,7 +95,7 @@ def export_part(part: str, args: argparse.Namespace) -> None:
         )  # fmt: skip
     else:
         config = write_side_files(
-            args.checkpoint_dir, args.output, model, args.profile.max_images, exporter_digest()
+            args.checkpoint_dir, args.output, model, args.profile, exporter_digest()
         )
         print(f"wrote embed_tokens.npy, tokenizer.json, runtime.json: {config['prompt']}")
         if args.spec_out:

@@ -89,10 +89,13 @@ def split_chat_template(tokenizer: Any, max_images: int) -> dict[str, str]:
 
 
 def runtime_config(
-    checkpoint: Path, output: Path, model: Qwen2VLForConditionalGeneration, max_images: int
+    checkpoint: Path, output: Path, model: Qwen2VLForConditionalGeneration, profile: Any
 ) -> dict[str, Any]:
     """runtime.json's content (see the module docstring) from config.json,
-    generation_config.json, preprocessor_config.json and the chat template."""
+    generation_config.json, preprocessor_config.json and the chat template. ``max_pixels``
+    is the preprocessor's, lowered to the vision profile's patches when it is larger (a
+    real checkpoint's 12845056 = 65536 patches), like qwen-vl-utils' ``max_pixels``:
+    compare with transformers' processor at the same ``max_pixels``."""
     tokenizer = AutoTokenizer.from_pretrained(checkpoint)
     processor = Qwen2VLImageProcessorPil.from_pretrained(checkpoint)
     config, gen = model.config, model.generation_config
@@ -107,7 +110,10 @@ def runtime_config(
             "temporal_patch_size": processor.temporal_patch_size,
             "merge_size": processor.merge_size,
             "min_pixels": processor.size["shortest_edge"],
-            "max_pixels": processor.size["longest_edge"],
+            "max_pixels": min(
+                processor.size["longest_edge"],
+                profile.max_patches * processor.patch_size**2,
+            ),
             "resample": int(processor.resample),
             "rescale_factor": processor.rescale_factor,
             "image_mean": list(processor.image_mean),
@@ -121,8 +127,8 @@ def runtime_config(
             "pad": gen.pad_token_id,
             "refused_in_text": REFUSED_IN_TEXT,
         },
-        "prompt": split_chat_template(tokenizer, max_images),
-        "prompt_proved_images": max_images,
+        "prompt": split_chat_template(tokenizer, profile.max_images),
+        "prompt_proved_images": profile.max_images,
         "generation": {"repetition_penalty": float(gen.repetition_penalty or 1.0)},
         "language": {
             "num_layers": text.num_hidden_layers,
@@ -138,7 +144,7 @@ def write_side_files(
     checkpoint: Path,
     output: Path,
     model: Qwen2VLForConditionalGeneration,
-    max_images: int,
+    profile: Any,
     exporter: str,
 ) -> dict[str, Any]:
     """Write embed_tokens.npy (FP32 [vocab, hidden], the text-token embedding table, looked
@@ -150,6 +156,6 @@ def write_side_files(
     np.save(buffer, np.ascontiguousarray(table))
     atomic_write(output / "embed_tokens.npy", buffer.getvalue())
     atomic_write(output / "tokenizer.json", (checkpoint / "tokenizer.json").read_bytes())
-    config = {**runtime_config(checkpoint, output, model, max_images), "exporter": exporter}
+    config = {**runtime_config(checkpoint, output, model, profile), "exporter": exporter}
     atomic_write(output / "runtime.json", (json.dumps(config, indent=2) + "\n").encode())
     return config
