@@ -15,8 +15,9 @@
 | text_output | BYTES | [1] | the whole answer (ModelInfer) or one token's text (stream) |
 | output_ids | INT32 | [n] | the generated ids (the stop id included when one ended it) |
 
-Names, datatypes and shapes are checked by the request path against the signature
-(:func:`signature_tensors`); this module reads the values.
+Names, datatypes and shapes are checked by the request path against the signature (the
+spec part's, :mod:`mmaas.spec.pipelines.qwen2_vl`, recorded in the manifest); this module
+reads the values.
 """
 
 from __future__ import annotations
@@ -27,32 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mmaas.core.errors import InputError
-from mmaas.core.manifest import TensorInfo
 from mmaas.server.pipelines.qwen2_vl.sampling import SamplingParams
-
-SCALARS = {  # name -> (KServe v2 datatype, SamplingParams field)
-    "max_tokens": "INT32",
-    "temperature": "FP32",
-    "top_p": "FP32",
-    "top_k": "INT32",
-    "seed": "INT32",
-    "stream": "BOOL",
-}
-
-
-def signature_tensors(max_images: int) -> tuple[tuple[TensorInfo, ...], tuple[TensorInfo, ...]]:
-    """(inputs, outputs) of the generation model (see the module docstring)."""
-    one = (1,)
-    inputs = [
-        TensorInfo("text_input", "BYTES", one, one, one, one),
-        TensorInfo("image", "BYTES", (-1,), (0,), (1,), (max_images,), optional=True),
-    ]
-    inputs += [TensorInfo(n, d, one, one, one, one, optional=True) for n, d in SCALARS.items()]
-    outputs = (
-        TensorInfo("text_output", "BYTES", one),
-        TensorInfo("output_ids", "INT32", (-1,)),
-    )
-    return tuple(inputs), outputs
 
 
 @dataclass(frozen=True)
