@@ -21,8 +21,13 @@ def test_schema_forbids_unknown_keys_and_requires_the_basics() -> None:
     assert set(schema["required"]) == {"name", "version"}
     assert schema["oneOf"] == [{"required": ["source"]}, {"required": ["engines"]}]
     assert schema["$defs"]["EngineSpec"]["required"] == ["source"]
-    (ensemble,) = schema["$defs"]["PipelineSpec"]["allOf"]
-    assert ensemble["then"]["properties"]["settings"]["required"] == ["steps"]
+    kinds = {
+        rule["if"]["properties"]["kind"]["const"]: rule["then"]["properties"]["settings"]
+        for rule in schema["$defs"]["PipelineSpec"]["allOf"]
+    }
+    assert set(kinds) == {"ensemble", "qwen2-vl"}
+    assert kinds["ensemble"]["required"] == ["steps"]
+    assert kinds["qwen2-vl"]["additionalProperties"] is False
     assert schema["$defs"]["InputSpec"]["additionalProperties"] is False
 
 
