@@ -69,13 +69,20 @@ def request_inputs(question: str, images: list[bytes], **params: Any) -> list[An
     return inputs
 
 
+def reason(error: InferenceServerException) -> str:
+    """``STATUS: message`` of a refused request; only the message for a streamed request's
+    error (ModelStreamInferResponse carries ``error_message`` and no status code)."""
+    status = error.status()
+    return f"{status}: {error.message()}" if status else str(error.message())
+
+
 def ask(url: str, model: str, question: str, images: list[bytes], **params: Any) -> Answer:
     """One ModelInfer: the whole answer at once."""
     client = triton.InferenceServerClient(url)
     try:
         result = client.infer(model, request_inputs(question, images, **params))
     except InferenceServerException as exc:
-        raise ClientError(f"{exc.status()}: {exc.message()}") from None
+        raise ClientError(reason(exc)) from None
     finally:
         client.close()
     text = result.as_numpy("text_output")[0].decode()
@@ -98,11 +105,11 @@ def stream(
             )
         except InferenceServerException as exc:  # the stream failed: the callback says why
             result, error = events.get(timeout=5) if not events.empty() else (None, exc)
-            raise ClientError(f"{error.status()}: {error.message()}") from None
+            raise ClientError(reason(error)) from None
         while True:
             result, error = events.get()
             if error is not None:
-                raise ClientError(f"{error.status()}: {error.message()}")
+                raise ClientError(reason(error))
             response = result.get_response()
             final = response.parameters["triton_final_response"].bool_param
             ids = result.as_numpy("output_ids")

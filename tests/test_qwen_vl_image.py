@@ -281,8 +281,11 @@ def test_the_example_client_prints_the_streamed_answer(url, qwen_vl_pictures, ca
     assert client.main([picture, "-q", PROMPTS[0], "--url", url, "--max-tokens", "16",
                         "--ids", "--no-stream"]) == 0  # fmt: skip
     assert capsys.readouterr().out == streamed
+    refused = "input 'temperature': -1.0 is out of range"
     assert client.main(["-q", "Hi", "--url", url, "--temperature", "-1"]) == 1
-    assert "INVALID_ARGUMENT" in capsys.readouterr().err
+    assert refused in capsys.readouterr().err  # a stream's error has a message, no status
+    assert client.main(["-q", "Hi", "--url", url, "--temperature", "-1", "--no-stream"]) == 1
+    assert f"INVALID_ARGUMENT: {refused}" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
