@@ -116,10 +116,13 @@ def test_render_stages_contexts_the_commands_run_in(ppocr_models, tmp_path: Path
     assert froms == [
         "FROM nvcr.io/nvidia/tensorrt:25.08-py3 AS builder",
         "FROM nvcr.io/nvidia/cuda:13.0.0-runtime-ubuntu24.04 AS framework",
-        "FROM framework AS runtime",
+        "FROM framework AS serving",
+        "FROM framework AS sbom-tool",
+        "FROM serving AS sbom",
+        "FROM serving AS runtime",
     ]
     assert re.findall(r"^FROM .*$", compile_file, re.MULTILINE) == froms[:1]
-    runtime = package_file[package_file.index("AS runtime") :]
+    runtime = package_file[package_file.index("AS serving") :]  # serving, SBOM, runtime
     order = [
         runtime.index(s)
         for s in ("useradd", "COPY --from=builder /opt/mmaas/engine/", "COPY wheels/runtime/",
@@ -149,7 +152,7 @@ def test_render_of_onnxruntime_prints_its_builds_with_real_paths(ppocr_models) -
     )
     package = done.stdout.split(f"# ==> {ctx}/package/Dockerfile (package build) <==\n")[1]
     assert package == (ctx / "package" / "Dockerfile").read_text()
-    for marker in ("FROM framework AS runtime", "LABEL", "USER 10001", "ENTRYPOINT"):
+    for marker in ("FROM serving AS runtime", "LABEL", "USER 10001", "ENTRYPOINT"):
         assert marker in package
     holder = "mmaas-ppocr-det-engine"
     assert steps(done.stderr) == [

@@ -130,7 +130,7 @@ LAYERING_PROBE = """
 import importlib.abc, sys
 BLOCKED = {"pydantic", "jinja2", "yaml", "docker", "click", "rich", "onnx", "filelock"}
 ALLOWED = {"mmaas", "mmaas.backends", "mmaas.backends.onnxruntime",
-           "mmaas.backends.onnxruntime.runtime"}
+           "mmaas.backends.onnxruntime.runtime", "mmaas.backends.targets"}
 class Blocker(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
         top = name.split(".")[0]

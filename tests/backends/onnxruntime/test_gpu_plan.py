@@ -171,17 +171,21 @@ def test_rendered_gpu_dockerfile_passes_hadolint_and_orders_its_layers(
     assert "nvidia-ml-py" in plan.generated["requirements-runtime.txt"]
     if phase == "package":
         order = [
-            "FROM python AS runtime",
+            "FROM python AS serving",
             "nvidia-cudnn-cu13==9.19.0.56",
             "LD_LIBRARY_PATH",
             "requirements-runtime.txt",
             "COPY --from=builder /opt/mmaas/engine/",
             "COPY wheels/runtime/",
             "manifest.json",
+            "FROM python AS sbom-tool",
+            "FROM serving AS sbom",
+            "FROM serving AS runtime",
+            "COPY --from=sbom /opt/mmaas/sbom.cdx.json",
             "io.mmaas.cuda.version=",
             "USER 10001",
         ]
-        positions = [text.index(marker, text.index("FROM python AS runtime")) for marker in order]
+        positions = [text.index(marker, text.index("FROM python AS serving")) for marker in order]
         assert positions == sorted(positions)
 
 

@@ -66,15 +66,18 @@ def test_stages_and_layer_order(ppocr_models: dict[str, Path]) -> None:
     assert [line for line in instructions(text) if line.startswith("FROM ")] == [
         "FROM nvcr.io/nvidia/tensorrt:25.08-py3 AS builder",
         "FROM nvcr.io/nvidia/cuda:13.0.0-runtime-ubuntu24.04 AS framework",
-        "FROM framework AS runtime",
+        "FROM framework AS serving",
+        "FROM framework AS sbom-tool",
+        "FROM serving AS sbom",
+        "FROM serving AS runtime",
     ]
     builder = text[: text.index("AS framework")]
     assert "COPY model/" not in builder and "ENTRYPOINT" not in builder  # no compile here
     assert builder.index("COPY engine/ /opt/mmaas/engine/") < builder.index(
         "RUN python -m mmaas.stage stamp /opt/mmaas/build/build-request.json"
     )
-    runtime = text[text.index("AS runtime") :]
-    framework = text[text.index("AS framework") : text.index("AS runtime")]
+    runtime = text[text.index("AS serving") :]  # serving, its SBOM stages, then runtime
+    framework = text[text.index("AS framework") : text.index("AS serving")]
     assert "tensorrt-pin.txt" in framework and "preflight --tensorrt 10.13" in runtime
     order = [
         runtime.index(s)

@@ -96,9 +96,10 @@ def package_plan(
     engine_dirs: Mapping[str, Path],
     ca_bundle: Path | None,
     buildkit: bool,
+    signed: bool = False,
 ) -> BuildPlan:
     """The package plan around ``engine_dirs`` (by engine name) and the assets, staged as
-    the model directory will be laid out."""
+    the model directory will be laid out; ``signed``: the image will be signed."""
     tree = [ContextFile(engine_dirs[e.name], engine_target(loaded, e.name)) for e in loaded.engines]
     tree += [
         ContextFile(path, f"{ENGINE_CONTEXT}/{asset_target(loaded.model_dir, path)}")
@@ -112,6 +113,7 @@ def package_plan(
         toolkit_dir=TOOLKIT_DIR,
         buildkit=buildkit,
         ca_bundle=ca_bundle,
+        signed=signed,
     )
 
 

@@ -55,9 +55,11 @@ from mmaas.build.current import (
     records_root,
 )
 from mmaas.build.plan import MODEL_DIR, BuildPlan, engine_inputs
+from mmaas.build.signing import SigningKey, signature_labels
 from mmaas.build.verify import check_labels, engine_labels
 from mmaas.core.model_dir import verify_engine_dir, verify_model_dir
 from mmaas.core.model_manifest import ModelManifest
+from mmaas.core.signing import SIGNATURE_NAME, Signature
 from mmaas.spec.load import EngineSource, LoadedSpec, load_spec
 from mmaas.spec.onnx_graph import external_data_files
 
@@ -90,6 +92,7 @@ class BuildResult:
         plan_digest: digest of the package build's plan.
         seconds: wall time of the whole build, in seconds.
         engines: each engine's key and cache outcome, by engine name.
+        signature: the manifest's signature (``--sign``), or None.
     """
 
     image: str
@@ -99,6 +102,7 @@ class BuildResult:
     plan_digest: str
     seconds: float
     engines: Mapping[str, EngineBuild]
+    signature: Signature | None = None
 
     @property
     def engine_key(self) -> str | None:
@@ -119,15 +123,19 @@ def build_image(
     ca_bundle: Path | None = None,
     revision: str | None = None,
     cache: CacheOptions | None = None,
+    signing: SigningKey | None = None,
     say: Say = note,
     phase: Phase = no_phase,
 ) -> BuildResult:
     """Build, verify and label the image of ``model``: take each engine from the engine
     cache (local, then registry) or compile it in its compile build (and keep it), then
     package them in the package build; or, when the image of the same build digest is
-    already there and checks out, return it without any Docker build. ``say`` reports
-    hits, misses and dropped entries (default: one ``mmaas:`` line on stderr each;
-    ``engine <name>:`` first for several); ``phase`` each phase.
+    already there and checks out, return it without any Docker build (never with
+    ``signing``: a signed build always packages and signs anew). ``signing``: sign the
+    verified manifest's digest and add the signature to the image (file + labels,
+    :mod:`mmaas.build.signing`). ``say`` reports hits, misses and dropped entries (default:
+    one ``mmaas:`` line on stderr each; ``engine <name>:`` first for several); ``phase``
+    each phase.
 
     Raises:
         SpecError, DockerError, IntegrityError, BuildError: as their names say.
@@ -147,12 +155,12 @@ def build_image(
             e.name: _engine_key(loaded, e, cache, _teller(loaded, e, say)) for e in loaded.engines
         }
         folders = {e.name: Path(engine_target(loaded, e.name)) for e in loaded.engines}
-        draft = package_plan(loaded, keys, folders, bundle, buildkit)
+        draft = package_plan(loaded, keys, folders, bundle, buildkit, bool(signing))
         digest, records = (
             build_digest(draft, list(keys.values()), revision),
             records_root(cache.root),
         )
-    if digest and cache.enabled and cache.reuse_image:
+    if digest and cache.enabled and cache.reuse_image and signing is None:
         found, why = current_image(image, digest, records)
         if why:
             say(why)
@@ -176,7 +184,7 @@ def build_image(
             if key is not None and not reuse.hit:
                 keep_engine(loaded.spec.name, key, engine_dirs[engine.name], cache, tell)
             builds[engine.name] = EngineBuild(key, reuse.status)
-        plan = package_plan(loaded, keys, engine_dirs, bundle, buildkit)
+        plan = package_plan(loaded, keys, engine_dirs, bundle, buildkit, bool(signing))
         phase("package", plan.image)
         built = _build(plan, work / "package", plan.image)
         phase("verify", plan.image)
@@ -184,14 +192,29 @@ def build_image(
         labels = engine_labels(manifest, plan.digest, revision)
         for entry in manifest.engines:
             labels.update(target.labels(entry.manifest))
+        signature, files = _signed(manifest, signing, say)
+        if signature is not None:
+            labels |= signature_labels(signature, MODEL_DIR)
         labels = labelled(labels, digest)
-        image_id = docker_engine.add_labels(plan.image, labels)
+        image_id = docker_engine.add_labels(plan.image, labels, files)
         check_labels(plan.image, manifest)
         done = CurrentImage(plan.image, image_id, labels, plan.digest, manifest)
         if digest and cache.enabled:
             record_build(records, digest, done, work / "model")
     _tag(plan.image, extra_tag, say)
-    return _result(done, started, builds)
+    return _result(done, started, builds, signature)
+
+
+def _signed(
+    manifest: ModelManifest, signing: SigningKey | None, say: Say
+) -> tuple[Signature | None, dict[str, str]]:
+    """The signature of ``manifest`` (None without ``signing``) and the files it adds to
+    the image (path in the image -> text)."""
+    if signing is None:
+        return None, {}
+    signature = signing.sign(manifest.manifest_digest)
+    say(f"signed manifest {manifest.manifest_digest} with key {signature.key_id}")
+    return signature, {f"{MODEL_DIR}/{SIGNATURE_NAME}": signature.to_json()}
 
 
 def _tag(image: str, extra_tag: str | None, say: Say) -> None:
@@ -200,7 +223,12 @@ def _tag(image: str, extra_tag: str | None, say: Say) -> None:
         say(f"tagged {extra_tag} (this build's GPU target)")
 
 
-def _result(image: CurrentImage, started: float, builds: Mapping[str, EngineBuild]) -> BuildResult:
+def _result(
+    image: CurrentImage,
+    started: float,
+    builds: Mapping[str, EngineBuild],
+    signature: Signature | None = None,
+) -> BuildResult:
     seconds = round(time.perf_counter() - started, 3)
     return BuildResult(
         image.image,
@@ -210,6 +238,7 @@ def _result(image: CurrentImage, started: float, builds: Mapping[str, EngineBuil
         image.plan_digest,
         seconds,
         builds,
+        signature,
     )
 
 

@@ -26,9 +26,17 @@ from typing import Any
 
 from mmaas.backends import CompileRequest, get_target
 from mmaas.build.requests import engine_request
-from mmaas.build.wheel import CONSTRAINTS, constraints_text, pipeline_requirements, requirements
+from mmaas.build.wheel import (
+    CONSTRAINTS,
+    SBOM_TOOL,
+    constraints_text,
+    pipeline_requirements,
+    requirements,
+    template_file,
+)
 from mmaas.core.hashing import bytes_digest
 from mmaas.core.model_request import ModelRequest
+from mmaas.core.sbom import SBOM_LABEL, SBOM_PATH
 from mmaas.spec.engines import model_info
 from mmaas.spec.model import ModelSpec
 
@@ -131,6 +139,7 @@ def make_package_plan(
     toolkit_dir: Path,
     buildkit: bool,
     ca_bundle: Path | None = None,
+    signed: bool = False,
 ) -> BuildPlan:
     """Plan the package build of the completed model ``spec``: the image around its
     verified engine directories and assets, staged as ``tree`` under
@@ -138,15 +147,19 @@ def make_package_plan(
     :mod:`mmaas.stage.stamp`), stamped by ``request``. ``engine`` is one of its engine
     views: its back end makes the image (every engine of a model has the same back end).
     The build is the same whether the engines were compiled just now or came from the
-    engine cache, so its layers are reused (C13).
+    engine cache, so its layers are reused (C13). ``signed``: the image will be signed
+    (``mmaas build --sign``): its runtime stage also installs the ``signing`` extra
+    (``cryptography``, about 18 MB, which the server needs only to check a signature).
     """
     target = get_target(engine.backend)
     wheels = [
         ContextWheel(toolkit_dir, target.builder_packages, BUILDER_WHEEL),
         ContextWheel(toolkit_dir, target.runtime_packages, RUNTIME_WHEEL),
     ]
-    generated = {"build-request.json": request.to_json()}
-    return _plan(spec, engine, "package", list(tree), wheels, generated, buildkit, ca_bundle)
+    generated = {"build-request.json": request.to_json(), SBOM_TOOL: template_file(SBOM_TOOL)}
+    return _plan(
+        spec, engine, "package", list(tree), wheels, generated, buildkit, ca_bundle, signed
+    )
 
 
 def _plan(
@@ -158,6 +171,7 @@ def _plan(
     generated: dict[str, str],
     buildkit: bool,
     ca_bundle: Path | None,
+    signed: bool = False,
 ) -> BuildPlan:
     target = get_target(engine.backend)
     if ca_bundle is not None:
@@ -171,23 +185,26 @@ def _plan(
         f"{LABEL_PREFIX}.backend": engine.backend,
         f"{LABEL_PREFIX}.precision": _precision(spec),
         f"{LABEL_PREFIX}.spec.digest": spec.digest(),
+        SBOM_LABEL: SBOM_PATH,
         **({} if spec.engines is None else {f"{LABEL_PREFIX}.engines": ",".join(spec.engines)}),
         **spec.image.labels,
     }
     wheel = f"mmaas-{metadata.version('mmaas')}-py3-none-any.whl"
     recipe = target.recipe(engine)
     pipeline = pipeline_requirements(spec.pipeline.kind if spec.pipeline else None)
+    runtime_extras = (*recipe.runtime_extras, *(("signing",) if signed else ()))
     values = {
         "base_image": spec.image.base_image,
         "buildkit": buildkit,
         "ca_bundle": ca_bundle is not None,
         "phase": phase,
         "model_dir": MODEL_DIR,
+        "sbom_path": SBOM_PATH,
         "engine_dir": ENGINE_DIR,
         "builder_wheel": f"/opt/mmaas/{BUILDER_WHEEL}/{wheel}[{','.join(recipe.builder_extras)}]",
-        "runtime_wheel": f"/opt/mmaas/{RUNTIME_WHEEL}/{wheel}[{','.join(recipe.runtime_extras)}]",
+        "runtime_wheel": f"/opt/mmaas/{RUNTIME_WHEEL}/{wheel}[{','.join(runtime_extras)}]",
         "env": runtime_env(spec),
-        "ports": [port for port in _ports(spec) if port],
+        "ports": list(served_ports(spec).values()),
         "labels": labels,
         "pipeline_requirements": bool(pipeline),
         **target.template_values(engine),
@@ -196,7 +213,7 @@ def _plan(
         **generated,
         CONSTRAINTS: constraints_text(),
         "requirements-builder.txt": _lines(requirements(recipe.builder_extras)),
-        "requirements-runtime.txt": _lines(requirements(recipe.runtime_extras)),
+        "requirements-runtime.txt": _lines(requirements(runtime_extras)),
         **({"requirements-pipeline.txt": pipeline} if pipeline else {}),
     }
     plan = BuildPlan(
@@ -278,6 +295,16 @@ def runtime_env(spec: ModelSpec) -> dict[str, str]:
     return env
 
 
+def served_ports(spec: ModelSpec) -> dict[str, int]:
+    """The ports the server listens on, by role (``http``: KServe v2 HTTP/REST;
+    ``grpc``: KServe v2 gRPC and health; ``metrics``: Prometheus ``/metrics``), an endpoint
+    set to 0 (off) left out: what the image EXPOSEs and every port ``mmaas export`` names
+    (C32)."""
+    runtime = spec.runtime
+    ports = {"http": runtime.http_port, "grpc": runtime.grpc_port, "metrics": runtime.metrics_port}
+    return {role: port for role, port in ports.items() if port}
+
+
 def compile_request(spec: ModelSpec, source: Path, out_dir: Path) -> CompileRequest:
     """The compiler's request for a completed ``spec`` whose ONNX file is ``source`` (used
     on the host by ``mmaas serve``; the image reads the same fields from the build request)."""
@@ -287,12 +314,6 @@ def compile_request(spec: ModelSpec, source: Path, out_dir: Path) -> CompileRequ
         out_dir=out_dir,
         settings=get_target(spec.backend).engine_settings(spec),
     )
-
-
-def _ports(spec: ModelSpec) -> tuple[int, ...]:
-    """The ports the image EXPOSEs (0 = that endpoint is off): HTTP/REST, gRPC, metrics."""
-    runtime = spec.runtime
-    return (runtime.http_port, runtime.grpc_port, runtime.metrics_port)
 
 
 def _lines(requirements: list[str]) -> str:

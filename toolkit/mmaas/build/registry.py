@@ -33,7 +33,7 @@ PASSWORD_ENV = "MMAAS_REGISTRY_PASSWORD"
 ENGINE_LABEL = "io.mmaas.engine.blake3"
 ENGINE_TAG_HEX = 16
 # distribution/reference grammar: path components, a tag.
-_COMPONENT = re.compile(r"^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*$")
+COMPONENT = re.compile(r"^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*$")
 _TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 _DIGEST = re.compile(r"digest: (sha256:[0-9a-f]{64})")
 _AUTH_WORDS = (
@@ -126,7 +126,7 @@ def parse_registry(text: str) -> RegistryTarget:
             ``[a-z0-9]`` words joined by ``.``, ``_``, ``__`` or ``-``.
     """
     host, _, namespace = text.strip().strip("/").partition("/")
-    if not host or any(not _COMPONENT.match(part) for part in namespace.split("/") if namespace):
+    if not host or any(not COMPONENT.match(part) for part in namespace.split("/") if namespace):
         raise UsageError(
             f"--registry {text!r} is not HOST:PORT/NAMESPACE",
             hint="e.g. 127.0.0.1:5000/mmaas or ghcr.io/my-org (lower case)",
@@ -189,7 +189,7 @@ def push_image(
         raise UsageError(
             f"image {image} has no {ENGINE_LABEL} label", hint="push images built by `mmaas build`"
         )
-    if not _COMPONENT.match(name) or not _TAG.match(version):
+    if not COMPONENT.match(name) or not _TAG.match(version):
         raise UsageError(f"{name}:{version} is not a valid image name and tag")
     repository = target.repository(name)
     tags = (version, engine_tag(engine))

@@ -9,18 +9,22 @@ file digest, as always; several engines' combined digest), which ``MMAAS_EXPECTE
 pins; ``io.mmaas.manifest.digest``; for a single engine with data files
 ``io.mmaas.engine-data.blake3``; for engines in folders of their own, per engine
 ``io.mmaas.engine.<engine>.blake3`` / ``.sha256`` / ``.data.blake3``; per asset
-``io.mmaas.asset.<asset>.blake3``."""
+``io.mmaas.asset.<asset>.blake3``. A signed image's signature file and labels must agree,
+and with trusted keys the signature must hold (:mod:`mmaas.core.signing`)."""
 
 from __future__ import annotations
 
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from mmaas.build import docker as docker_engine
 from mmaas.build.plan import MODEL_DIR
+from mmaas.build.signing import check_signature_labels
 from mmaas.core.errors import IntegrityError
 from mmaas.core.model_dir import verify_model_dir
 from mmaas.core.model_manifest import ModelManifest, engine_set_digest
+from mmaas.core.signing import PublicKey, Signature, read_signature, verify_trusted
 
 
 def identity_labels(manifest: ModelManifest) -> dict[str, str]:
@@ -55,16 +59,48 @@ def engine_labels(
     return labels
 
 
-def verify_image(image: str) -> ModelManifest:
-    """Copy the model directory out of ``image``, verify it on this host and compare the
-    image's labels with the manifest.
+@dataclass(frozen=True)
+class VerifiedModel:
+    """A verified image or model directory: its manifest, its signature (None: unsigned)
+    and the trusted key that signed it (None when no keys were given)."""
+
+    manifest: ModelManifest
+    signature: Signature | None = None
+    signer: PublicKey | None = None
+
+
+def verify_image(image: str, trusted_keys: str | None = None) -> VerifiedModel:
+    """Copy the model directory out of ``image``, verify it on this host, compare the
+    image's labels with the manifest and its signature file; with ``trusted_keys`` (PEM
+    files, comma-separated, as ``MMAAS_TRUSTED_KEYS`` takes them) the signature must be
+    made by one of them.
 
     Raises:
-        IntegrityError: engine, manifest and labels disagree. DockerError: no such image.
+        IntegrityError: engine, manifest, labels and signature disagree, or (with keys) the
+            image is unsigned or signed by another key. DockerError: no such image.
+        UsageError: a key file holds no Ed25519 public key.
     """
-    manifest = _verified_manifest(image)
-    check_labels(image, manifest)
-    return manifest
+    with tempfile.TemporaryDirectory(prefix="mmaas-verify-") as scratch:
+        model_dir = docker_engine.copy_from_image(image, MODEL_DIR, Path(scratch) / "model")
+        checked = verify_model(model_dir, trusted_keys, image)
+    check_labels(image, checked.manifest)
+    check_signature_labels(image, docker_engine.image_labels(image), checked.signature)
+    return checked
+
+
+def verify_model(directory: Path, trusted_keys: str | None, where: str) -> VerifiedModel:
+    """Verify the model directory ``directory`` (manifest, engine files) and, with
+    ``trusted_keys``, its signature (``where`` names it in messages).
+
+    Raises:
+        IntegrityError, UsageError: as :func:`verify_image`.
+    """
+    manifest = verify_model_dir(directory)
+    signature = read_signature(directory)
+    if not trusted_keys:
+        return VerifiedModel(manifest, signature)
+    signer = verify_trusted(directory, manifest.manifest_digest, trusted_keys, where)
+    return VerifiedModel(manifest, signature, signer)
 
 
 def check_labels(image: str, manifest: ModelManifest) -> None:
@@ -75,10 +111,3 @@ def check_labels(image: str, manifest: ModelManifest) -> None:
     if wrong:
         details = ", ".join(f"{k}={v!r} (manifest: {expected[k]})" for k, v in wrong.items())
         raise IntegrityError(f"{image}: labels disagree with the engine manifest: {details}")
-
-
-def _verified_manifest(image: str) -> ModelManifest:
-    with tempfile.TemporaryDirectory(prefix="mmaas-verify-") as scratch:
-        return verify_model_dir(
-            docker_engine.copy_from_image(image, MODEL_DIR, Path(scratch) / "model")
-        )

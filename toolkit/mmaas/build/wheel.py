@@ -30,6 +30,7 @@ from mmaas.core.pipelines import PIPELINES
 
 DISTRIBUTION = "mmaas"
 CONSTRAINTS = "image-constraints.txt"
+SBOM_TOOL = "sbom-tool.txt"  # the pinned SBOM generator of the runtime image's sbom stage
 ZIP_TIME = (2020, 1, 1, 0, 0, 0)  # fixed entry times: the same code packs to the same bytes
 _EXTRA = re.compile(r"""extra\s*==\s*["']([\w.-]+)["']""")
 _SELF = re.compile(r"^mmaas\[([\w.,\s-]+)\]")
@@ -124,7 +125,12 @@ def pipeline_requirements(kind: str | None) -> str:
 
 def constraints_text() -> str:
     """The pins every image installs under (``templates/image-constraints.txt``)."""
-    return resources.files("mmaas.templates").joinpath(CONSTRAINTS).read_text()
+    return template_file(CONSTRAINTS)
+
+
+def template_file(name: str) -> str:
+    """The text of ``templates/<name>`` (package data of ``mmaas.templates``)."""
+    return resources.files("mmaas.templates").joinpath(name).read_text()
 
 
 def pinned_version(package: str) -> str | None:

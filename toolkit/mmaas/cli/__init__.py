@@ -31,8 +31,8 @@ INTERRUPTED_EXIT = 130
 VERBS = {
     verb: f"mmaas.cli.{verb}"
     for verb in (
-        "init", "validate", "render", "build", "serve", "verify", "push", "bench", "ci",
-        "cache", "doctor",
+        "init", "validate", "render", "build", "serve", "verify", "push", "export", "bench",
+        "ci", "cache", "doctor",
     )
 }  # fmt: skip
 

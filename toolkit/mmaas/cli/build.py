@@ -18,6 +18,7 @@ from mmaas.build import docker as docker_engine
 from mmaas.build.cache.reuse import CacheOptions
 from mmaas.build.pipeline import build_image
 from mmaas.build.registry import credentials_from_env, parse_registry, push_image
+from mmaas.build.signing import load_signing_key
 from mmaas.cli.options import ca_bundle_option, json_option
 from mmaas.cli.progress import BuildConsole, Mode, make_console, summary_table
 from mmaas.core.errors import DockerError, UsageError
@@ -66,6 +67,15 @@ LOG_NAME = Path(".mmaas") / "build.log"
     "(credentials: $MMAAS_REGISTRY_USER/_PASSWORD or docker login); prints the digest.",
 )
 @click.option(
+    "--sign",
+    "sign_with",
+    metavar="KEY",
+    default=None,
+    help="Sign the manifest's digest with this Ed25519 private key (a PEM file, or "
+    "env:NAME for the PEM in the environment variable NAME); the signature goes into the "
+    "image as a file and labels. Password: $MMAAS_SIGNING_KEY_PASSWORD.",
+)
+@click.option(
     "--log",
     "log_path",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -86,6 +96,7 @@ def command(
     engine_cache_registry: str | None,
     rebuild: bool,
     push_to: str | None,
+    sign_with: str | None,
     log_path: Path | None,
     verbose: bool,
     quiet: bool,
@@ -100,6 +111,7 @@ def command(
         raise UsageError("--verbose and --quiet exclude each other", hint="pass one of them")
     registry = parse_registry(engine_cache_registry) if engine_cache_registry else None
     target = parse_registry(push_to) if push_to else None  # usage errors before building
+    signing = load_signing_key(sign_with) if sign_with else None
     mode: Mode = "verbose" if verbose else "quiet" if quiet else "normal"
     folder = model if model.is_dir() else model.parent
     if not model.exists() or not folder.is_dir():
@@ -112,6 +124,7 @@ def command(
             ca_bundle=ca_bundle,
             revision=revision,
             cache=CacheOptions(engine_cache, engine_cache_dir, registry, reuse_image=not rebuild),
+            signing=signing,
             say=console.say,
             phase=console.phase,
         )
@@ -153,6 +166,7 @@ def command(
                     "seconds": result.seconds,
                     "log": str(log),
                     "pushed": pushed.to_json() if pushed else None,
+                    "signature": asdict(result.signature) if result.signature else None,
                 },
                 indent=2,
             )
@@ -162,6 +176,8 @@ def command(
         click.echo(result.image)
         return
     make_console(stderr=False).print(summary_table(result, _size(result.image), log))
+    if result.signature is not None:
+        click.echo(f"signed by {result.signature.key_id}")
     if pushed is not None:
         click.echo(f"pushed {pushed.reference} (tags {', '.join(pushed.tags)})")
 

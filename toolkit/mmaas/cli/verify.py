@@ -1,4 +1,5 @@
-"""``mmaas verify IMAGE|DIR``: re-check an image's or a model directory's engine hashes."""
+"""``mmaas verify IMAGE|DIR``: re-check an image's or a model directory's engine hashes,
+labels and, with ``--key``, its signature; ``--pull`` first pulls a digest-pinned image."""
 
 from __future__ import annotations
 
@@ -8,32 +9,54 @@ from pathlib import Path
 
 import click
 
-from mmaas.build.verify import verify_image
+from mmaas.build.pull import pull_image
+from mmaas.build.registry import credentials_from_env
+from mmaas.build.verify import verify_image, verify_model
 from mmaas.cli.options import json_option
 from mmaas.core.errors import UsageError
-from mmaas.core.model_dir import describe, verify_model_dir
+from mmaas.core.model_dir import describe
 from mmaas.core.model_manifest import engine_set_digest
 
 
 @click.command("verify")
 @click.argument("target")
+@click.option(
+    "--key",
+    "keys",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Trusted Ed25519 public key (PEM; repeat for several): the manifest must be "
+    "signed by one of them.",
+)
+@click.option(
+    "--pull",
+    is_flag=True,
+    help="Pull TARGET (REGISTRY/NAME@sha256:<hex>, pinned by digest) first "
+    "(credentials: $MMAAS_REGISTRY_USER/_PASSWORD or docker login).",
+)
 @json_option
-def command(target: str, as_json: bool) -> None:
+def command(target: str, keys: tuple[Path, ...], pull: bool, as_json: bool) -> None:
     """Verify TARGET: a model directory (manifest.json + engine) or a local image.
 
     Checks the manifest's self-digest, the blake3, sha256 and size of every engine, engine
-    data file and asset, and for an image that its io.mmaas.* identity labels match. Exit
-    1 on any mismatch.
+    data file and asset, for an image that its io.mmaas.* identity and signature labels
+    match, and with --key that a trusted key signed the manifest. Exit 1 on any mismatch.
     """
+    trusted = ",".join(str(key) for key in keys) or None
     directory = Path(target)
-    if directory.is_dir() and not (directory / "manifest.json").is_file():
+    if pull:
+        target = pull_image(target, credentials=credentials_from_env())
+    elif directory.is_dir() and not (directory / "manifest.json").is_file():
         built = directory / ".mmaas" / "engine"
         raise UsageError(
             f"{directory} is not a model directory (no manifest.json)",
             hint="give a local image (mmaas/<name>:<version>) or a model directory"
             + (f", e.g. {built} (compiled by `mmaas serve`)" if built.is_dir() else ""),
         )
-    manifest = verify_model_dir(directory) if directory.is_dir() else verify_image(target)
+    local = directory.is_dir() and not pull
+    checked = verify_model(directory, trusted, target) if local else verify_image(target, trusted)
+    manifest = checked.manifest
+    signer = checked.signer.key_id if checked.signer else None
     if as_json:
         engines = {
             entry.name: {
@@ -58,6 +81,8 @@ def command(target: str, as_json: bool) -> None:
                     "assets": {a.name: asdict(a.file) for a in manifest.assets},
                     "engine_set": engine_set_digest(manifest),
                     "manifest_digest": manifest.manifest_digest,
+                    "signed_by": checked.signature.key_id if checked.signature else None,
+                    "trusted_key": signer,
                 },
                 indent=2,
             )
@@ -65,4 +90,5 @@ def command(target: str, as_json: bool) -> None:
         return
     click.echo(
         f"ok: {target}: {manifest.name} {manifest.version}: {describe(manifest)} match its manifest"
+        + (f"; signed by trusted key {signer}" if signer else "")
     )

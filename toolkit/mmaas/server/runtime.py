@@ -24,21 +24,32 @@ from mmaas.core.manifest import Manifest, ModelInfo
 from mmaas.core.model_dir import describe
 from mmaas.core.model_manifest import ModelManifest, engine_set_digest, verify_model
 from mmaas.core.samples import profile_shape, sample_inputs
+from mmaas.core.signing import verify_trusted
 from mmaas.server.settings import MIN_MESSAGE_SIZE, Settings
 
 log = logging.getLogger("mmaas.server")
 
 
 def verify(settings: Settings, manifest: ModelManifest) -> None:
-    """Re-hash every engine file and asset, compare the engine set with
-    ``MMAAS_EXPECTED_ENGINE``, check the host can run every engine.
+    """With ``MMAAS_TRUSTED_KEYS``, check the manifest's signature first; then re-hash
+    every engine file and asset, compare the engine set with ``MMAAS_EXPECTED_ENGINE``,
+    check the host can run every engine.
 
     Raises:
-        IntegrityError: a file differs from the manifest, or the engines from the pin.
+        IntegrityError: unsigned or not signed by a trusted key (keys set), a file differs
+            from the manifest, or the engines from the pin.
         CompatibilityError: an engine was built for another host or back-end version.
         UsageError: the manifest names an unknown back end.
     """
     started = time.perf_counter()
+    if settings.trusted_keys:
+        signer = verify_trusted(
+            settings.model_dir,
+            manifest.manifest_digest,
+            settings.trusted_keys,
+            str(settings.model_dir),
+        )
+        log.info("manifest %s signed by trusted key %s", manifest.manifest_digest, signer.key_id)
     verify_model(settings.model_dir, manifest)
     actual = engine_set_digest(manifest)
     if settings.expected_engine and actual != settings.expected_engine:

@@ -18,6 +18,9 @@ MMAAS_MAX_CONCURRENT_STREAMS    HTTP/2 streams per connection; 0 = gRPC's       
 MMAAS_INSTANCE_COUNT            engine instances (parallel executions)          1
 MMAAS_THREADS                   intra-op threads per instance; 0 = cores/count  0
 MMAAS_EXPECTED_ENGINE           ``blake3:<hex>`` pin of the engine; empty = off (none)
+MMAAS_TRUSTED_KEYS              Ed25519 public keys (PEM text, or PEM files,    (none: no check)
+                                comma-separated); set = refuse an engine whose
+                                manifest none of them signed
 MMAAS_WARMUP_RUNS               warm-up runs at the profile's opt shapes        1
 MMAAS_DYNAMIC_BATCHING          ``true``/``false``: stack concurrent requests   false
 MMAAS_PREFERRED_BATCH_SIZES     comma list, e.g. ``4,8``; empty = max batch     (empty)
@@ -137,6 +140,7 @@ class Settings:
     instance_count: int = 1
     threads: int = 0
     expected_engine: str | None = None
+    trusted_keys: str | None = None
     warmup_runs: int = 1
     batching: BatchingSettings = BatchingSettings()
     shutdown_grace_s: float = 25.0
@@ -168,6 +172,7 @@ def from_env(environ: Mapping[str, str] | None = None) -> Settings:
         instance_count=env.get("MMAAS_INSTANCE_COUNT", _positive, 1),
         threads=env.get("MMAAS_THREADS", _non_negative, 0),
         expected_engine=env.get("MMAAS_EXPECTED_ENGINE", _blake3_pin, None),
+        trusted_keys=env.get("MMAAS_TRUSTED_KEYS", str, None),
         warmup_runs=env.get("MMAAS_WARMUP_RUNS", _non_negative, 1),
         batching=BatchingSettings(
             enabled=env.get("MMAAS_DYNAMIC_BATCHING", _boolean, False),

@@ -22,6 +22,7 @@ from pydantic import Field
 from mmaas.backends import BackendName as Backend
 from mmaas.core.hashing import bytes_digest
 from mmaas.spec.base import Strict
+from mmaas.spec.deploy import DeploySpec
 from mmaas.spec.gates import ChecksSpec
 from mmaas.spec.parts import Asset, PartName, PipelineSpec
 from mmaas.spec.shapes import ProfileShape
@@ -288,6 +289,7 @@ class ModelSpec(Strict):
     pipeline: PipelineSpec | None = None
     runtime: RuntimeSpec = Field(default_factory=RuntimeSpec)
     image: ImageSpec = Field(default_factory=ImageSpec)
+    deploy: DeploySpec = Field(default_factory=DeploySpec)
 
     def digest(self) -> str:
         """sha256 of the canonical JSON of the whole (completed) spec: ``sha256:<hex>``.
