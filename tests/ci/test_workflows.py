@@ -163,6 +163,22 @@ def test_models_build_job_verifies_pushes_on_main_and_keeps_timing_caches() -> N
     assert "mmaas ci summary" in summary["run"] and "GITHUB_STEP_SUMMARY" in summary["run"]
 
 
+def test_models_build_job_signs_default_branch_pushes_with_the_repository_secret() -> None:
+    """Issue 15 item 3: the key comes from secrets.MMAAS_SIGNING_KEY, only on pushes to the
+    default branch, through the environment (`--sign env:NAME`, never a file); the verify
+    step checks the signature with the public key variable."""
+    steps = {
+        step.get("name", ""): step
+        for step in load(WORKFLOWS / "models.yml")["jobs"]["build"]["steps"]
+    }
+    key = steps["Build"]["env"]["MMAAS_SIGNING_KEY"]
+    assert "secrets.MMAAS_SIGNING_KEY" in key and "github.event_name == 'push'" in key
+    assert "github.event.repository.default_branch" in key
+    assert "--sign env:MMAAS_SIGNING_KEY" in steps["Build"]["run"]
+    assert "vars.MMAAS_SIGNING_PUBLIC_KEY" in steps["Verify"]["env"]["MMAAS_SIGNING_PUBLIC_KEY"]
+    assert 'mmaas verify "$image" --key' in steps["Verify"]["run"]
+
+
 def test_ci_workflow_runs_the_readme_test_command() -> None:
     workflow = load(WORKFLOWS / "ci.yml")
     assert "pull_request" in triggers(workflow)
