@@ -19,6 +19,7 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 # The fp16 accuracy gate (engine vs ONNX Runtime CPU on the fp32 graph). On the H200 the
@@ -42,11 +43,12 @@ def write_gpu_model(
     checks: str = "",
     onnx: Path | None = None,
 ) -> Path:
-    """Write ``out/model.yaml`` (the GPU variant of ``source/model.yaml``) and copy the
-    ONNX file (``onnx`` or the source's) beside it; returns ``out``. ``max_batch`` raises
+    """Write ``out/model.yaml`` (the GPU variant of ``source/model.yaml``; of its vision
+    engine for a multi-engine one: :func:`single_engine`) and copy the ONNX file (``onnx``
+    or the source's) beside it; returns ``out``. ``max_batch`` raises
     ``max_batch_size`` and axis 0 of every profile max; ``preferred`` turns dynamic batching
     on with those preferred batch sizes; ``checks`` is a flow-style ``checks:`` value."""
-    text = (source / "model.yaml").read_text()
+    text = single_engine((source / "model.yaml").read_text())
     onnx_name = re.search(r"^\s*path:\s*(\S+)", text, re.MULTILINE)
     assert onnx_name, f"{source}/model.yaml has no source.path"
     text = re.sub(r"^target_precision: \w+", f"target_precision: {precision}", text, flags=re.M)
@@ -72,6 +74,19 @@ def write_gpu_model(
     target.unlink(missing_ok=True)
     shutil.copyfile(onnx or source / onnx_name.group(1), target)
     return out
+
+
+def single_engine(text: str, engine: str = "vision") -> str:
+    """``text`` itself for a single-engine model.yaml; for a multi-engine one (qwen-vl: the
+    ``vision`` and ``language`` engines and the qwen2-vl pipeline), a single-engine
+    model.yaml of its engine ``engine`` alone, under the model's name (fp32, no batch axis
+    unless the engine says otherwise)."""
+    spec = yaml.safe_load(text)
+    if "engines" not in spec:
+        return text
+    one = {"name": spec["name"], "version": spec["version"], "target_precision": "fp32",
+           "max_batch_size": 0, **spec["engines"][engine]}  # fmt: skip
+    return yaml.safe_dump(one, sort_keys=False)
 
 
 def gate_sample(model: str) -> dict[str, np.ndarray]:
