@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from docker_fixtures import tampered_image
+from mmaas.build import docker as docker_engine
 from mmaas.build.cache.reuse import CacheOptions
 from mmaas.build.current import BUILD_DIGEST_LABEL
 from mmaas.build.pipeline import BuildResult, build_image
@@ -231,3 +232,21 @@ def test_an_image_retagged_over_the_build_is_rebuilt(model: Model, capsys, docke
     assert (
         result.manifest.engines[0].manifest.engine == model.cold.manifest.engines[0].manifest.engine
     )
+
+
+def test_the_checks_inspect_each_image_once(model: Model, docker_cli, base_image: str) -> None:
+    """inspections_once: the prefetched names in one docker run, each answered from it
+    within the block (a tag moved meanwhile still reads as it was), a missing one raises."""
+    tag = f"mmaas-test/inspect-{secrets.token_hex(4)}:1"
+    proc.run([*docker_cli, "tag", base_image, tag])
+    try:
+        with docker_engine.inspections_once([tag, base_image]):
+            proc.run([*docker_cli, "tag", model.cold.image, tag])  # moved after the prefetch
+            assert docker_engine.inspect_image(tag)["Id"] == image_id(docker_cli, base_image)
+        assert docker_engine.inspect_image(tag)["Id"] == image_id(docker_cli, model.cold.image)
+        with docker_engine.inspections_once([tag, "mmaas-test/none:0"]):
+            assert docker_engine.inspect_image(tag)["Id"] == image_id(docker_cli, tag)
+            with pytest.raises(DockerError, match="no image 'mmaas-test/none:0'"):
+                docker_engine.inspect_image("mmaas-test/none:0")
+    finally:
+        proc.run([*docker_cli, "image", "rm", tag], check=False)

@@ -150,23 +150,23 @@ def build_image(
     bundle = ca_bundle or ca_bundle_of(loaded)
     buildkit = docker_engine.client().buildkit
     phase("check", image)
-    with docker_engine.inspections_once():
+    prefetch = [*(builder_image(e.spec) for e in loaded.engines), image]
+    with docker_engine.inspections_once(prefetch):
         keys = {
             e.name: _engine_key(loaded, e, cache, _teller(loaded, e, say)) for e in loaded.engines
         }
         folders = {e.name: Path(engine_target(loaded, e.name)) for e in loaded.engines}
         draft = package_plan(loaded, keys, folders, bundle, buildkit, bool(signing))
-        digest, records = (
-            build_digest(draft, list(keys.values()), revision),
-            records_root(cache.root),
-        )
-    if digest and cache.enabled and cache.reuse_image and signing is None:
-        found, why = current_image(image, digest, records)
-        if why:
-            say(why)
-        if found is not None:
-            _tag(found.image, extra_tag, say)
-            return _result(found, started, {n: EngineBuild(k, "current") for n, k in keys.items()})
+        digest = build_digest(draft, list(keys.values()), revision)
+        records = records_root(cache.root)
+        found, why = None, ""
+        if digest and cache.enabled and cache.reuse_image and signing is None:
+            found, why = current_image(image, digest, records)
+    if why:
+        say(why)
+    if found is not None:
+        _tag(found.image, extra_tag, say)
+        return _result(found, started, {n: EngineBuild(k, "current") for n, k in keys.items()})
     with tempfile.TemporaryDirectory(prefix="mmaas-build-") as scratch:
         work = Path(scratch)
         engine_dirs: dict[str, Path] = {}
