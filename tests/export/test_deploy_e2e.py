@@ -99,6 +99,17 @@ def test_signed_image_verifies_with_its_key_only(signed, keys) -> None:
     assert ok.returncode == 0, ok.stderr
     report = json.loads(ok.stdout)
     assert report["trusted_key"] == report["signed_by"]
+    # the provenance record (issue 15 item 4), inside the signed manifest
+    provenance = report["provenance"]
+    folder, _ = signed
+    onnx = next(folder.glob("*.onnx"))
+    source = provenance["engines"]["model"]["source"]
+    assert source["blake3"] == file_digests(onnx)["blake3"] and source["path"] == onnx.name
+    assert provenance["engines"]["model"]["command"]  # ONNX Runtime's options, as run
+    builder = provenance["builder_images"]["model"]
+    assert builder["reference"] == "mmaas/base:bookworm"
+    assert builder["content"].startswith("sha256:")
+    assert provenance["git"] is None and provenance["workflow_run"] is None  # a temp copy
     refused = mmaas("verify", image, "--key", str(keys["other"]))
     assert refused.returncode == 1 and "which is not trusted" in refused.stderr
     assert "Traceback" not in refused.stderr

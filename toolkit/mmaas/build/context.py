@@ -9,6 +9,7 @@ import os
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import mmaas
 from mmaas.build import docker as docker_engine
@@ -97,9 +98,11 @@ def package_plan(
     ca_bundle: Path | None,
     buildkit: bool,
     signed: bool = False,
+    provenance: Mapping[str, Any] | None = None,
 ) -> BuildPlan:
     """The package plan around ``engine_dirs`` (by engine name) and the assets, staged as
-    the model directory will be laid out; ``signed``: the image will be signed."""
+    the model directory will be laid out; ``signed``: the image will be signed;
+    ``provenance``: the host's part of the provenance record the stamp step writes."""
     tree = [ContextFile(engine_dirs[e.name], engine_target(loaded, e.name)) for e in loaded.engines]
     tree += [
         ContextFile(path, f"{ENGINE_CONTEXT}/{asset_target(loaded.model_dir, path)}")
@@ -108,7 +111,7 @@ def package_plan(
     return make_package_plan(
         loaded.spec,
         loaded.engines[0].spec,
-        model_request(loaded, keys),
+        model_request(loaded, keys, provenance),
         tree,
         toolkit_dir=TOOLKIT_DIR,
         buildkit=buildkit,

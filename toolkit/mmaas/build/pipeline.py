@@ -55,6 +55,7 @@ from mmaas.build.current import (
     records_root,
 )
 from mmaas.build.plan import MODEL_DIR, BuildPlan, engine_inputs
+from mmaas.build.provenance import host_provenance
 from mmaas.build.signing import SigningKey, signature_labels
 from mmaas.build.verify import check_labels, engine_labels
 from mmaas.core.model_dir import verify_engine_dir, verify_model_dir
@@ -156,7 +157,10 @@ def build_image(
             e.name: _engine_key(loaded, e, cache, _teller(loaded, e, say)) for e in loaded.engines
         }
         folders = {e.name: Path(engine_target(loaded, e.name)) for e in loaded.engines}
-        draft = package_plan(loaded, keys, folders, bundle, buildkit, bool(signing))
+        provenance = host_provenance(
+            {e.name: e.spec for e in loaded.engines}, loaded.model_dir, revision
+        )
+        draft = package_plan(loaded, keys, folders, bundle, buildkit, bool(signing), provenance)
         digest = build_digest(draft, list(keys.values()), revision)
         records = records_root(cache.root)
         found, why = None, ""
@@ -184,7 +188,7 @@ def build_image(
             if key is not None and not reuse.hit:
                 keep_engine(loaded.spec.name, key, engine_dirs[engine.name], cache, tell)
             builds[engine.name] = EngineBuild(key, reuse.status)
-        plan = package_plan(loaded, keys, engine_dirs, bundle, buildkit, bool(signing))
+        plan = package_plan(loaded, keys, engine_dirs, bundle, buildkit, bool(signing), provenance)
         phase("package", plan.image)
         built = _build(plan, work / "package", plan.image)
         phase("verify", plan.image)

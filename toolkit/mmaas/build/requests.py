@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mmaas.backends import get_target
 from mmaas.core.hashing import bytes_digest
@@ -71,10 +71,15 @@ def _request(
     )
 
 
-def model_request(loaded: LoadedSpec, engine_keys: Mapping[str, str | None]) -> ModelRequest:
+def model_request(
+    loaded: LoadedSpec,
+    engine_keys: Mapping[str, str | None],
+    provenance: Mapping[str, Any] | None = None,
+) -> ModelRequest:
     """The stamp step's request for ``loaded``: each engine's served signature, its folder
     in the model directory and its engine-cache key (``engine_keys`` by engine name), the
-    assets' places and pins, the pipeline record, and the whole spec's digest."""
+    assets' places and pins, the pipeline record, the whole spec's digest and the host's
+    part of the provenance record (:mod:`mmaas.build.provenance`; none: empty)."""
     spec = loaded.spec
     pins = {name: asset.sha256 for name, asset in spec.assets.items()}
     return ModelRequest(
@@ -99,4 +104,5 @@ def model_request(loaded: LoadedSpec, engine_keys: Mapping[str, str | None]) -> 
             for name, path in loaded.assets.items()
         ),
         pipeline=loaded.pipeline,
+        provenance=dict(provenance or {}),
     )

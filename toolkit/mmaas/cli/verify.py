@@ -81,6 +81,7 @@ def command(target: str, keys: tuple[Path, ...], pull: bool, as_json: bool) -> N
                     "assets": {a.name: asdict(a.file) for a in manifest.assets},
                     "engine_set": engine_set_digest(manifest),
                     "manifest_digest": manifest.manifest_digest,
+                    "provenance": manifest.build.get("provenance"),
                     "signed_by": checked.signature.key_id if checked.signature else None,
                     "trusted_key": signer,
                 },

@@ -10,7 +10,7 @@ pydantic.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from mmaas.core.manifest import ModelInfo, model_info_from_dict
@@ -43,7 +43,8 @@ class AssetStamp:
 @dataclass(frozen=True)
 class ModelRequest:
     """The whole stamp request: the model's name, version and spec digest, its engines in
-    model.yaml's order, its assets and its pipeline (None: each engine is its own model)."""
+    model.yaml's order, its assets, its pipeline (None: each engine is its own model) and
+    the host's part of the provenance record (:mod:`mmaas.build.provenance`)."""
 
     name: str
     version: str
@@ -51,6 +52,7 @@ class ModelRequest:
     engines: tuple[EngineStamp, ...]
     assets: tuple[AssetStamp, ...] = ()
     pipeline: PipelineRecord | None = None
+    provenance: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> str:
         """The request file's text (indented JSON, keys sorted, newline-terminated)."""
@@ -77,4 +79,5 @@ class ModelRequest:
             ),
             assets=tuple(AssetStamp(a["name"], a["path"], a["sha256"]) for a in raw["assets"]),
             pipeline=None if pipeline is None else PipelineRecord.from_dict(pipeline),
+            provenance=dict(raw.get("provenance") or {}),
         )

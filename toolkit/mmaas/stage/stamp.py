@@ -13,9 +13,10 @@ at the top (``.``), several engines in one folder each, assets under ``assets/``
 from __future__ import annotations
 
 import shutil
-from dataclasses import replace
+from dataclasses import asdict, replace
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import mmaas
 from mmaas.core.errors import BuildError, IntegrityError
@@ -83,10 +84,27 @@ def stamp_model_dir(tree: Path, out_dir: Path, request: ModelRequest) -> ModelMa
             build={
                 "mmaas_version": mmaas.__version__,
                 "stamped_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                "provenance": _provenance(request, adopted),
             },
         )
         verify_model(work, manifest)
         return write_model_manifest(work, manifest)
+
+
+def _provenance(
+    request: ModelRequest, adopted: list[tuple[EngineStamp, Manifest]]
+) -> dict[str, Any]:
+    """The provenance record (:mod:`mmaas.build.provenance`): the host's part from the
+    request, and per engine the compile command, the ONNX source's hashes and the key."""
+    engines = {
+        stamp.name: {
+            "command": built.build.get("command"),
+            "source": asdict(built.source),
+            "engine_key": built.build.get("engine_key"),
+        }
+        for stamp, built in adopted
+    }
+    return {**request.provenance, "engines": engines}
 
 
 def _adopt(engine_dir: Path, stamp: EngineStamp) -> Manifest:
