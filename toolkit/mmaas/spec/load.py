@@ -25,7 +25,12 @@ from pydantic_core import ErrorDetails
 from mmaas.core.errors import SourceError, SpecError, SpecProblem, UsageError
 from mmaas.core.model_manifest import PipelineRecord
 from mmaas.spec.complete import complete_spec
-from mmaas.spec.composition import check_engine_batching, check_form, resolve_assets
+from mmaas.spec.composition import (
+    check_engine_batching,
+    check_form,
+    check_one_image,
+    resolve_assets,
+)
 from mmaas.spec.engines import engine_names, engine_views, model_info, with_engines
 from mmaas.spec.errors import data_path, problem_from_error
 from mmaas.spec.model import ModelSpec, RuntimeSpec
@@ -204,6 +209,7 @@ def _cross_check(
     invalid: frozenset[KeyPath] = frozenset(),
 ) -> LoadedSpec | None:
     problems.extend(check_form(spec, doc))
+    problems.extend(check_one_image(spec, doc))
     if not (spec.engines or spec.source):  # nothing to cross-check
         return None
     model_dir = path.parent
