@@ -229,6 +229,18 @@ def test_backend_and_runner_come_from_model_yaml_and_the_runners_config(repo: Gi
     ]
 
 
+def test_a_multi_engine_model_runs_on_its_engines_backend(repo: GitRepo) -> None:
+    before = repo.head()
+    repo.model("vlm")
+    engines = "engines:\n  vision:\n    source: {path: v.onnx}\n    backend: tensorrt\n"
+    repo.write("models/vlm/model.yaml", 'name: vlm\nversion: "1"\n' + engines)
+    repo.write(".github/mmaas-runners.json", json.dumps({"tensorrt": "gpu-runner"}))
+    result = changed_models(repo.path, before, repo.commit())
+    assert [(b.model, b.backend, b.runner) for b in result.include] == [
+        ("vlm", "tensorrt", "gpu-runner")
+    ]
+
+
 def test_a_tensorrt_model_without_a_gpu_runner_is_refused(repo: GitRepo) -> None:
     before = repo.head()
     repo.model("trt", backend="tensorrt")

@@ -252,7 +252,8 @@ def _change_set(
 
 def _backend(git: Git, commit: str, spec_path: str) -> str:
     """``backend`` of the model.yaml at ``spec_path`` in ``commit`` (the one key CI needs;
-    the full spec is validated by the build itself)."""
+    the full spec is validated by the build itself): the top-level key, or with
+    ``engines:`` the first engine's (every engine of a model shares one back end)."""
     try:
         data = yaml.safe_load(git.show(commit, spec_path) or "")
     except yaml.YAMLError as exc:
@@ -260,9 +261,13 @@ def _backend(git: Git, commit: str, spec_path: str) -> str:
         raise SpecError([problem]) from exc
     if not isinstance(data, dict):
         raise SpecError([SpecProblem(spec_path, "", "not a YAML mapping; fix the file")])
+    key, engines = "backend", data.get("engines")
+    if isinstance(engines, dict) and engines and isinstance(next(iter(engines.values())), dict):
+        name, first = next(iter(engines.items()))
+        key, data = f"engines.{name}.backend", first
     backend = data.get("backend", DEFAULT_BACKEND)
     if not isinstance(backend, str):
         raise SpecError(
-            [SpecProblem(spec_path, "backend", "must be a string such as onnxruntime or tensorrt")]
+            [SpecProblem(spec_path, key, "must be a string such as onnxruntime or tensorrt")]
         )
     return backend
