@@ -8,6 +8,7 @@ GPU here, so it must fail before any Docker work with the message naming the rou
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -298,3 +299,12 @@ def test_render_and_validate_of_two_engines_cover_each_engine(ppocr_models, tmp_
         "input  crops FP32 [-1, 3, 48, 192]",
     ):
         assert line in checked.stdout
+    report = json.loads(mmaas("validate", str(model), "--json").stdout)
+    assert report["source"] is None and report["engine_command"] is None
+    assert report["engines"] == {
+        "det": {"served_as": "ocr-det", "source": str(model / "det.onnx")},
+        "cls": {"served_as": "ocr-cls", "source": str(model / "cls.onnx")},
+    }
+    assert report["assets"] == {"labels": str(model / "labels" / "cls.json")}
+    assert report["pipeline"]["served_as"] == "ocr"
+    assert [t["name"] for t in report["pipeline"]["inputs"]] == ["image", "crops"]

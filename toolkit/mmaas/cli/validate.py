@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import shlex
 from collections.abc import Mapping
+from typing import Any
 
 import click
 
 from mmaas.build.command import engine_commands
 from mmaas.cli.options import json_option
+from mmaas.core.manifest import TensorInfo
 from mmaas.spec.catalog import resolve_model
 from mmaas.spec.load import LoadedSpec, load_spec
 from mmaas.spec.model import InputSpec, OutputSpec
@@ -25,9 +27,11 @@ def command(model: str, as_json: bool) -> None:
     the compile's command (TensorRT: the trtexec argv of the pinned release), or every
     problem as file:line:col: key.path: what is wrong, what to do (exit 2), including what
     the back end refuses before a build (flags the pinned TensorRT release lacks). With
-    --json, stdout gets {"ok": true, "spec": ..., "engine_command": [...] | null (one
-    engine), "engine_commands": {engine: [...] | null}} or
-    {"ok": false, "problems": [...]}.
+    --json, stdout gets {"ok": true, "spec": ..., "source": path | null (one engine),
+    "engine_command": [...] | null (one engine), "engine_commands": {engine: [...] |
+    null}, "engines": {engine: {"served_as", "source"}}, "assets": {name: path},
+    "pipeline": {"kind", "served_as", "inputs", "outputs"} | null} or {"ok": false,
+    "problems": [...]}.
     """
     path = resolve_model(model)
     loaded = load_spec(path)  # a SpecError reaches the CLI's handler (JSON with --json)
@@ -39,17 +43,40 @@ def command(model: str, as_json: bool) -> None:
                 {
                     "ok": True,
                     "path": str(path),
-                    "source": str(loaded.source_path),
+                    "source": str(loaded.source_path) if len(loaded.engines) == 1 else None,
                     "digest": loaded.spec.digest(),
                     "spec": loaded.spec.model_dump(mode="json"),
                     "engine_command": command,
                     "engine_commands": commands,
+                    "engines": {
+                        e.name: {"served_as": e.spec.name, "source": str(e.source_path)}
+                        for e in loaded.engines
+                    },
+                    "assets": {name: str(path) for name, path in loaded.assets.items()},
+                    "pipeline": _pipeline(loaded),
                 },
                 indent=2,
             )
         )
     else:
         click.echo(summary(loaded, commands))
+
+
+def _pipeline(loaded: LoadedSpec) -> dict[str, Any] | None:
+    """The pipeline model's kind, served name and signature (KServe v2 tensors)."""
+    record = loaded.pipeline
+    if record is None:
+        return None
+    tensors = [("inputs", record.model.inputs), ("outputs", record.model.outputs)]
+    return {
+        "kind": record.kind,
+        "served_as": record.model.name,
+        **{role: [_tensor(t) for t in found] for role, found in tensors},
+    }
+
+
+def _tensor(tensor: TensorInfo) -> dict[str, Any]:
+    return {"name": tensor.name, "datatype": tensor.datatype, "shape": list(tensor.shape)}
 
 
 def summary(loaded: LoadedSpec, commands: Mapping[str, list[str] | None]) -> str:
