@@ -111,5 +111,6 @@ def test_a_schema_1_manifest_without_engine_data_says_rebuild(model_dir: Path) -
     raw = json.loads(path.read_text())
     del raw["engine_data"]
     path.write_text(json.dumps({**raw, "schema_version": 1}))
-    with pytest.raises(IntegrityError, match=r"schema_version 1, this mmaas reads 2; rebuild"):
+    said = r"schema_version 1, this mmaas reads 2 \(an engine directory\); rebuild"
+    with pytest.raises(IntegrityError, match=said):
         read_manifest(model_dir)

@@ -122,8 +122,7 @@ class Manifest:
 
     def sealed(self) -> Manifest:
         """This manifest with ``manifest_digest`` computed over every other field."""
-        body = _canonical({**asdict(self), "manifest_digest": ""})
-        return replace(self, manifest_digest=bytes_digest(body.encode()))
+        return replace(self, manifest_digest=seal_digest(asdict(self)))
 
 
 def write_manifest(directory: Path, manifest: Manifest) -> Manifest:
@@ -143,6 +142,22 @@ def read_manifest(directory: Path) -> Manifest:
         IntegrityError: the file is missing, not valid JSON, of another schema version, or
             its ``manifest_digest`` does not match its content (it was edited).
     """
+    path, raw = read_sealed(directory, {SCHEMA_VERSION: "an engine directory"})
+    try:
+        return manifest_from_dict(raw)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise IntegrityError(f"{path}: malformed manifest ({exc})") from exc
+
+
+def read_sealed(directory: Path, versions: dict[int, str]) -> tuple[Path, dict[str, Any]]:
+    """The path and JSON object of ``directory/manifest.json`` once it is readable, of one
+    of ``versions`` (``schema_version`` -> what a manifest of it describes) and sealed: its
+    ``manifest_digest`` is :func:`seal_digest` of the rest.
+
+    Raises:
+        IntegrityError: the file is missing, not a JSON object, of another schema version
+            (the message says which this mmaas reads), or edited after it was sealed.
+    """
     path = directory / MANIFEST_NAME
     try:
         raw = json.loads(path.read_text())
@@ -150,22 +165,27 @@ def read_manifest(directory: Path) -> Manifest:
         raise IntegrityError(f"{path}: no manifest; this is not an mmaas model directory") from exc
     except (OSError, ValueError) as exc:
         raise IntegrityError(f"{path}: unreadable manifest ({exc})") from exc
-    if raw.get("schema_version") != SCHEMA_VERSION:
+    version = raw.get("schema_version") if isinstance(raw, dict) else None
+    if version not in versions:
+        readable = " and ".join(f"{number} ({what})" for number, what in versions.items())
         raise IntegrityError(
-            f"{path}: schema_version {raw.get('schema_version')!r}, "
-            f"this mmaas reads {SCHEMA_VERSION}; rebuild the image"
+            f"{path}: schema_version {version!r}, this mmaas reads {readable}; rebuild the "
+            "image with this mmaas"
         )
-    try:
-        manifest = manifest_from_dict(raw)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise IntegrityError(f"{path}: malformed manifest ({exc})") from exc
-    expected = bytes_digest(_canonical({**raw, "manifest_digest": ""}).encode())
+    expected = seal_digest(raw)
     if raw.get("manifest_digest") != expected:
         raise IntegrityError(
             f"{path}: manifest was altered after the build "
             f"(its digest is {expected}, it records {raw.get('manifest_digest')})"
         )
-    return manifest
+    return path, raw
+
+
+def seal_digest(data: dict[str, Any]) -> str:
+    """``blake3:<hex>`` of ``data``'s canonical JSON (sorted keys, no spaces) with
+    ``manifest_digest`` blanked: the seal of schema 2 and 3 manifests."""
+    canonical = json.dumps({**data, "manifest_digest": ""}, sort_keys=True, separators=(",", ":"))
+    return bytes_digest(canonical.encode())
 
 
 def verify_engine(directory: Path, manifest: Manifest) -> FileRecord:
@@ -203,10 +223,6 @@ def verify_file(directory: Path, recorded: FileRecord, kind: str) -> FileRecord:
             f"({actual.size_bytes} bytes); refusing to use it"
         )
     return actual
-
-
-def _canonical(data: dict[str, Any]) -> str:
-    return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
 
 def _tensor(raw: dict[str, Any]) -> TensorInfo:

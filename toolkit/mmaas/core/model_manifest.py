@@ -34,6 +34,8 @@ from mmaas.core.manifest import (
     ModelInfo,
     manifest_from_dict,
     model_info_from_dict,
+    read_sealed,
+    seal_digest,
     verify_engine,
     verify_file,
 )
@@ -119,8 +121,7 @@ class ModelManifest:
 
     def sealed(self) -> ModelManifest:
         """This manifest with ``manifest_digest`` computed over every other field."""
-        body = _canonical({**asdict(self), "manifest_digest": ""})
-        return replace(self, manifest_digest=bytes_digest(body.encode()))
+        return replace(self, manifest_digest=seal_digest(asdict(self)))
 
 
 def write_model_manifest(directory: Path, manifest: ModelManifest) -> ModelManifest:
@@ -139,26 +140,11 @@ def read_model_manifest(directory: Path) -> ModelManifest:
         IntegrityError: the file is missing, unreadable, of another schema version, or
             its ``manifest_digest`` does not match its content (it was edited).
     """
-    path = directory / MANIFEST_NAME
-    try:
-        raw = json.loads(path.read_text())
-    except FileNotFoundError as exc:
-        raise IntegrityError(f"{path}: no manifest; this is not an mmaas model directory") from exc
-    except (OSError, ValueError) as exc:
-        raise IntegrityError(f"{path}: unreadable manifest ({exc})") from exc
-    version = raw.get("schema_version") if isinstance(raw, dict) else None
-    if version not in (SCHEMA_VERSION, ENGINE_SCHEMA_VERSION):
-        raise IntegrityError(
-            f"{path}: schema_version {version!r}; this mmaas reads {SCHEMA_VERSION} (a model "
-            f"directory) and {ENGINE_SCHEMA_VERSION} (an engine directory); rebuild the image "
-            "with this mmaas"
-        )
-    expected = bytes_digest(_canonical({**raw, "manifest_digest": ""}).encode())
-    if raw.get("manifest_digest") != expected:
-        raise IntegrityError(
-            f"{path}: manifest was altered after the build "
-            f"(its digest is {expected}, it records {raw.get('manifest_digest')})"
-        )
+    path, raw = read_sealed(
+        directory,
+        {SCHEMA_VERSION: "a model directory", ENGINE_SCHEMA_VERSION: "an engine directory"},
+    )
+    version = raw["schema_version"]
     try:
         return _from_dict(raw) if version == SCHEMA_VERSION else _one_engine(raw)
     except (KeyError, TypeError, AttributeError) as exc:
@@ -193,10 +179,6 @@ def engine_set_digest(manifest: ModelManifest, algo: str = "blake3") -> str:
         for record in (entry.manifest.engine, *entry.manifest.engine_data)
     )
     return bytes_digest("\n".join(lines).encode(), algo)
-
-
-def _canonical(data: dict[str, Any]) -> str:
-    return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
 
 def _from_dict(raw: dict[str, Any]) -> ModelManifest:

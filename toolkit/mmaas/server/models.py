@@ -59,13 +59,7 @@ def engine_model(settings: Settings, info: ModelInfo) -> ServedModel:
         preferred_batch_sizes=settings.batching.preferred_batch_sizes,
         max_queue_delay_us=settings.batching.max_queue_delay_us,
     )
-    return ServedModel(
-        info=info,
-        message_limit=message_limit(settings, info),
-        metrics=ModelMetrics(info.name, str(settings.model_version)),
-        config=facts,
-        number=settings.model_version,
-    )
+    return _served(settings, info, facts)
 
 
 def pipeline_model(settings: Settings, record: PipelineRecord, device_kind: str) -> ServedModel:
@@ -76,7 +70,10 @@ def pipeline_model(settings: Settings, record: PipelineRecord, device_kind: str)
         instance_count=1,
         batching=False,
     )
-    info = record.model
+    return _served(settings, record.model, facts)
+
+
+def _served(settings: Settings, info: ModelInfo, facts: ConfigFacts) -> ServedModel:
     return ServedModel(
         info=info,
         message_limit=message_limit(settings, info),
