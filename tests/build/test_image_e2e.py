@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -23,6 +22,7 @@ from tritonclient.utils import InferenceServerException
 
 from docker_fixtures import image_manifest, run_container, tampered_image, wait_for_grpc_serving
 from mmaas.core import proc
+from mmaas_cli import run_mmaas
 from paths import ROOT
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -33,13 +33,7 @@ BUILDKIT_LINE = re.compile(r"^#\d+ ", re.MULTILINE)
 
 def mmaas(*args: str) -> subprocess.CompletedProcess[str]:
     """Run the real CLI (the console script installed beside this Python) in a subprocess."""
-    return subprocess.run(
-        [str(Path(sys.executable).parent / "mmaas"), *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=ROOT,
-    )
+    return run_mmaas(*args, cwd=ROOT)
 
 
 @pytest.fixture(scope="module")

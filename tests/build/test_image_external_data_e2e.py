@@ -6,9 +6,7 @@ verify` accepts the image, and an image with an altered engine data file refuses
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +17,7 @@ import tritonclient.grpc as grpcclient
 
 from docker_fixtures import image_manifest, run_container, tampered_image, wait_for_grpc_serving
 from mmaas.core import proc
+from mmaas_cli import run_mmaas
 from onnx_builder import external_data_model
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -32,13 +31,7 @@ SPEC = (
 
 def mmaas(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:
     """The real CLI in a subprocess, with its engine cache under ``cache``."""
-    return subprocess.run(
-        [str(Path(sys.executable).parent / "mmaas"), *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        env={**os.environ, "MMAAS_CACHE_DIR": str(cache)},
-    )
+    return run_mmaas(*args, cache=cache)
 
 
 @pytest.fixture(scope="module")

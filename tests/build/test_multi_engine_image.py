@@ -7,10 +7,8 @@ profile changed recompiles that engine only (the other is an engine-cache hit)."
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +20,7 @@ import tritonclient.grpc as triton
 
 from docker_fixtures import image_manifest, run_container, tampered_image, wait_for_grpc_serving
 from mmaas.core import proc
+from mmaas_cli import run_mmaas
 from ocr_model import model_yaml, write_ocr_model
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -30,13 +29,7 @@ MODEL_DIR = "/opt/mmaas/model"
 
 def mmaas(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:
     """The real CLI in a subprocess, with its engine cache under ``cache``."""
-    return subprocess.run(
-        [str(Path(sys.executable).parent / "mmaas"), *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        env={**os.environ, "MMAAS_CACHE_DIR": str(cache)},
-    )
+    return run_mmaas(*args, cache=cache)
 
 
 @dataclass(frozen=True)

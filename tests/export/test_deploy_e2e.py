@@ -11,7 +11,6 @@ import json
 import os
 import secrets
 import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -32,6 +31,7 @@ from export_models import model_copy, openssl_key
 from mmaas.core import proc
 from mmaas.core.hashing import file_digests
 from mmaas.core.sbom import missing
+from mmaas_cli import run_mmaas
 from paths import ROOT
 from registry_fixtures import LocalRegistry
 
@@ -45,8 +45,7 @@ SETTINGS = {
 
 def mmaas(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """The real CLI in a subprocess."""
-    argv = [str(Path(sys.executable).parent / "mmaas"), *args]
-    return subprocess.run(argv, capture_output=True, text=True, check=False, cwd=ROOT, env=env)
+    return run_mmaas(*args, cwd=ROOT, env=env)
 
 
 @pytest.fixture(scope="module")
