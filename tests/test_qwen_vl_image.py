@@ -131,22 +131,39 @@ def test_a_seeded_sampled_answer_is_the_same_twice(url, qwen_vl_pictures) -> Non
 
 
 def test_concurrent_streams_are_served_together(url, qwen_vl_pictures) -> None:
+    """Two short streams start once a long one has its first token; each gets its first
+    token while the long one is still streaming (a server that answers one stream at a time
+    would finish all 1024 tokens of the long one first). No clock is compared: the long
+    stream is cancelled as soon as both short ones have begun."""
     images = [(qwen_vl_pictures / "grace_hopper.jpg").read_bytes()]
-    arrivals: dict[int, list[float]] = {}
+    long_started, short_started = threading.Event(), [threading.Event(), threading.Event()]
+    long_tokens: list[int] = []
+    short_tokens: dict[int, int] = {}
 
-    def one(index: int) -> None:
-        time.sleep(0.2 * index)
-        pieces = client.stream(url, "qwen-vl", PROMPTS[0], images, max_tokens=48)
-        arrivals[index] = [time.perf_counter() for _ in pieces]
+    def long_stream() -> None:
+        for _ in client.stream(url, "qwen-vl", PROMPTS[0], images, max_tokens=1024):
+            long_tokens.append(1)
+            long_started.set()
+            if all(event.is_set() for event in short_started):
+                return  # both short streams began while this one streamed: cancel it
+        long_started.set()  # ended (all tokens, or a stop id) before both short ones began
 
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(3)]
+    def short_stream(index: int) -> None:
+        long_started.wait(timeout=120)
+        count = 0
+        for _ in client.stream(url, "qwen-vl", PROMPTS[0], images, max_tokens=8):
+            short_started[index].set()
+            count += 1
+        short_tokens[index] = count
+
+    threads = [threading.Thread(target=long_stream)]
+    threads += [threading.Thread(target=short_stream, args=(i,)) for i in range(2)]
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join()
-    assert all(len(times) == 48 for times in arrivals.values())
-    # the last request's first token came before the first request's last one
-    assert arrivals[2][0] < arrivals[0][-1]
+        thread.join(timeout=300)
+    assert short_tokens == {0: 8, 1: 8}
+    assert 0 < len(long_tokens) < 1024, "the long stream ended before both short ones began"
 
 
 def encode(image: Image.Image, fmt: str = "PNG") -> bytes:

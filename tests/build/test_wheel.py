@@ -36,6 +36,26 @@ def test_image_wheels_hold_their_packages_and_are_reproducible(tmp_path: Path) -
     assert "onnxruntime>=1.18" in runtime and not any(r.startswith("click") for r in runtime)
 
 
+def test_an_egg_info_first_on_sys_path_still_gives_the_wheel_its_metadata(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """setuptools leaves ``toolkit/mmaas.egg-info`` (PKG-INFO, no METADATA) in a checkout; with
+    ``toolkit`` first on sys.path it is the distribution found. A wheel packed then once had an
+    empty METADATA, and pip in the builder stage died on its missing version."""
+    from importlib import metadata
+
+    egg = tmp_path / "mmaas.egg-info"
+    egg.mkdir()
+    (egg / "PKG-INFO").write_text("Metadata-Version: 2.4\nName: mmaas\nVersion: 9.9.9\n\nabout\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert metadata.distribution("mmaas").read_text("METADATA") is None  # the egg-info won
+    wheel = pack_wheel(get_target("onnxruntime").runtime_packages, tmp_path / "out")
+    assert wheel.name == "mmaas-9.9.9-py3-none-any.whl"
+    with zipfile.ZipFile(wheel) as archive:
+        headers = archive.read("mmaas-9.9.9.dist-info/METADATA").decode()
+    assert headers == "Metadata-Version: 2.4\nName: mmaas\nVersion: 9.9.9\n"
+
+
 @pytest.mark.slow
 def test_installed_mmaas_renders_outside_a_checkout(tmp_path: Path) -> None:
     wheels = tmp_path / "wheels"

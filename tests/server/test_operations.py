@@ -89,10 +89,20 @@ def test_sigterm_during_load_loses_no_request(start_server: StartServer, det_dir
 def test_json_logs_carry_the_request_id(start_server: StartServer, two_outputs_dir: Path) -> None:
     server = start_server(two_outputs_dir, MMAAS_LOG_FORMAT="json", MMAAS_LOG_LEVEL="debug")
     server.client().infer("two-outputs", [x_input()], request_id="req-42")
-    time.sleep(0.2)
-    lines = [json.loads(line) for line in server.stderr().splitlines()]
-    served = [line for line in lines if line.get("request_id") == "req-42"]
+    deadline = time.monotonic() + 30  # the access line is written after the answer is sent
+    while not (
+        served := [line for line in json_lines(server) if line.get("request_id") == "req-42"]
+    ):
+        assert time.monotonic() < deadline, server.stderr()
+        time.sleep(0.05)
     assert served and served[0]["status"] == "OK" and served[0]["duration_ms"] > 0
+
+
+def json_lines(server: RunningServer) -> list[dict]:
+    """The server's stderr so far, each complete line parsed as JSON (the last one may still be
+    being written)."""
+    *complete, _ = server.stderr().split("\n")
+    return [json.loads(line) for line in complete if line]
 
 
 def test_tls_and_mutual_tls(

@@ -140,7 +140,10 @@ def pinned_version(package: str) -> str | None:
 
 
 def _metadata_text() -> str:
-    text = metadata.distribution(DISTRIBUTION).read_text("METADATA") or ""
+    # a .dist-info holds the core metadata as METADATA; an .egg-info (setuptools' source-tree
+    # record, e.g. toolkit/mmaas.egg-info first on sys.path) holds the same headers as PKG-INFO
+    found = metadata.distribution(DISTRIBUTION)
+    text = found.read_text("METADATA") or found.read_text("PKG-INFO") or ""
     head, _, _ = text.partition("\n\n")  # the headers; the long description stays out
     return head + "\n"
 
