@@ -148,7 +148,8 @@ def test_tampered_engine_image_refuses_to_start(built: dict, docker_cli: list[st
             assert "Traceback" not in logs
         result = mmaas("verify", tampered)
         assert result.returncode == 1
-        assert "does not match its manifest" in result.stderr
+        assert f"{tampered}:{engine}: engine does not match its manifest" in result.stderr
+        assert "mmaas-verify-" not in result.stderr  # not the host's scratch copy
 
 
 def test_runtime_image_lacks_the_build_side(built: dict, docker_cli: list[str]) -> None:

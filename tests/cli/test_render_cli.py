@@ -93,6 +93,21 @@ def test_render_prints_the_exact_gpu_command_sequence(ppocr_models, tmp_path: Pa
     )
 
 
+def test_render_refuses_a_context_folder_that_exists(ppocr_models, tmp_path: Path) -> None:
+    """--context DIR must not exist: a second render into it, or a DIR that is the model's
+    own folder, is a usage error (exit 2) that names the option, and nothing is written."""
+    model = tensorrt_model(tmp_path / "det", ppocr_models["ppocr-det"])
+    ctx = tmp_path / "ctx"
+    assert mmaas("render", str(model), "--no-buildkit", "--context", str(ctx)).returncode == 0
+    for existing in (ctx, model):
+        before = sorted(p.relative_to(existing) for p in existing.rglob("*"))
+        again = mmaas("render", str(model), "--no-buildkit", "--context", str(existing))
+        assert again.returncode == 2, again.stderr
+        assert f"--context {existing}: already exists" in again.stderr
+        assert "Traceback" not in again.stderr and "internal error" not in again.stderr
+        assert sorted(p.relative_to(existing) for p in existing.rglob("*")) == before
+
+
 def test_render_stages_contexts_the_commands_run_in(ppocr_models, tmp_path: Path) -> None:
     model = tensorrt_model(tmp_path / "det", ppocr_models["ppocr-det"])
     ctx = tmp_path / "ctx"

@@ -21,7 +21,7 @@ from pathlib import Path
 from mmaas.build import docker as docker_engine
 from mmaas.build.plan import MODEL_DIR
 from mmaas.build.signing import check_signature_labels
-from mmaas.core.errors import IntegrityError
+from mmaas.core.errors import IntegrityError, MmaasError
 from mmaas.core.model_dir import verify_model_dir
 from mmaas.core.model_manifest import ModelManifest, engine_set_digest
 from mmaas.core.signing import PublicKey, Signature, read_signature, verify_trusted
@@ -82,7 +82,11 @@ def verify_image(image: str, trusted_keys: str | None = None) -> VerifiedModel:
     """
     with tempfile.TemporaryDirectory(prefix="mmaas-verify-") as scratch:
         model_dir = docker_engine.copy_from_image(image, MODEL_DIR, Path(scratch) / "model")
-        checked = verify_model(model_dir, trusted_keys, image)
+        try:
+            checked = verify_model(model_dir, trusted_keys, image)
+        except MmaasError as exc:  # name the file in the image, not the scratch copy
+            exc.message = exc.message.replace(str(model_dir), f"{image}:{MODEL_DIR}")
+            raise
     check_labels(image, checked.manifest)
     check_signature_labels(image, docker_engine.image_labels(image), checked.signature)
     return checked

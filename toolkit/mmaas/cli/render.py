@@ -37,6 +37,7 @@ from mmaas.build.context import plan_builds, stage_context
 from mmaas.build.plan import ENGINE_CONTEXT, BuildPlan
 from mmaas.build.render import render_dockerfile
 from mmaas.cli.options import ca_bundle_option
+from mmaas.core.errors import UsageError
 from mmaas.core.model_manifest import ASSETS_DIR
 from mmaas.spec.load import LoadedSpec
 
@@ -69,6 +70,12 @@ def command(
     model: Path, buildkit: bool | None, context_dir: Path | None, ca_bundle: Path | None
 ) -> None:
     """Print MODEL's Dockerfile(s) (stdout) and its build commands (stderr)."""
+    if context_dir is not None and context_dir.exists():
+        raise UsageError(
+            f"--context {context_dir}: already exists",
+            hint="name a folder that does not exist yet (render creates it and stages the "
+            "build contexts in it), or remove this one",
+        )
     loaded, compiles, package_plan = plan_builds(model, ca_bundle=ca_bundle, buildkit=buildkit)
     commands = engine_commands(loaded)  # the build targets' checks, located in model.yaml
     root = context_dir.resolve() if context_dir else loaded.model_dir.resolve() / RENDER_DIR

@@ -157,10 +157,10 @@ def from_env(environ: Mapping[str, str] | None = None) -> Settings:
 
     Raises:
         UsageError: a value is malformed or out of range; the message names the variable,
-            the value and what it accepts.
+            the value and what it accepts; or two endpoints share one port.
     """
     env = _Env(os.environ if environ is None else environ)
-    return Settings(
+    settings = Settings(
         model_dir=Path(env.get("MMAAS_MODEL_DIR", str, "/opt/mmaas/model")),
         host=env.get("MMAAS_HOST", str, "0.0.0.0"),
         http_port=env.get("MMAAS_HTTP_PORT", _port_or_off, 8000),
@@ -197,6 +197,24 @@ def from_env(environ: Mapping[str, str] | None = None) -> Settings:
         log_level=env.get("MMAAS_LOG_LEVEL", _choice(LOG_LEVELS), "info"),
         tls=_tls(env),
     )
+    _check_ports_differ(settings)
+    return settings
+
+
+def _check_ports_differ(settings: Settings) -> None:
+    """Each endpoint on its own port (0 = off): two on one port would fail to bind."""
+    taken = {"MMAAS_GRPC_PORT": settings.grpc_port}
+    for name, port in (
+        ("MMAAS_HTTP_PORT", settings.http_port),
+        ("MMAAS_METRICS_PORT", settings.metrics_port),
+    ):
+        other = next((key for key, used in taken.items() if used == port), None)
+        if port and other:
+            raise UsageError(
+                f"{name}={port} is also {other}: each endpoint listens on its own port",
+                hint=f"set {name} to another port (or 0 to turn it off)",
+            )
+        taken[name] = port
 
 
 class _Env:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from mmaas.backends import BackendName as Backend
 from mmaas.core.hashing import bytes_digest
@@ -229,6 +229,22 @@ class RuntimeSpec(Strict):
     # after SIGTERM: health NOT_SERVING, ports open, in-flight finished, then exit 0
     shutdown_grace_seconds: Annotated[float, Field(ge=0, le=3600)] = 25.0
     keepalive: KeepaliveSpec = Field(default_factory=KeepaliveSpec)
+
+    @model_validator(mode="after")
+    def _ports_differ(self) -> RuntimeSpec:
+        taken = {"grpc_port": self.grpc_port}
+        for key in ("http_port", "metrics_port"):
+            port = getattr(self, key)
+            if port == 0:
+                continue  # that endpoint is off
+            other = next((k for k, used in taken.items() if used == port), None)
+            if other is not None:
+                raise ValueError(
+                    f"{key} {port} is also {other}: each endpoint listens on its own port; "
+                    f"give {key} another port (or 0 to turn it off)"
+                )
+            taken[key] = port
+        return self
 
 
 class ImageSpec(Strict):

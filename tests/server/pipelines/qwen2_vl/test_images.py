@@ -78,8 +78,11 @@ def test_an_aspect_ratio_over_200_is_refused_as_transformers_refuses_it(
 
 def test_bad_encoded_images_are_refused_by_name(pictures) -> None:
     jpeg = pictures["rocket.jpg"]
-    with pytest.raises(InputError, match=r"element 3: not an image Pillow can decode \(12 bytes\)"):
+    with pytest.raises(
+        InputError, match=r"element 3: not an image Pillow can decode \(12 bytes\)"
+    ) as caught:
         decode_image(b"not an image", 3, BUDGET)
+    assert "object at 0x" not in str(caught.value)  # no Python repr reaches the client
     with pytest.raises(InputError, match="cannot decode this JPEG image of mode RGB"):
         decode_image(jpeg[: len(jpeg) // 2], 0, BUDGET)
     big = encode(Image.new("L", (9000, 8000)))

@@ -44,8 +44,10 @@ def decode_image(data: bytes, index: int, max_input_pixels: int) -> Image.Image:
             f"{name}: over the pixel budget of {max_input_pixels} pixels per image ({exc})"
         ) from exc
     except (UnidentifiedImageError, OSError, ValueError) as exc:
+        # UnidentifiedImageError's own text names the in-memory file object (its repr)
+        why = "no format Pillow reads starts so" if isinstance(exc, UnidentifiedImageError) else exc
         raise InputError(
-            f"{name}: not an image Pillow can decode ({len(data)} bytes): {exc}; send "
+            f"{name}: not an image Pillow can decode ({len(data)} bytes): {why}; send "
             "the encoded file's bytes (JPEG, PNG, WebP, ...)"
         ) from exc
     width, height = image.size
