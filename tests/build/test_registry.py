@@ -59,8 +59,11 @@ def test_parse_registry_and_engine_tag() -> None:
     assert parse_registry("127.0.0.1:5000/mmaas") == RegistryTarget("127.0.0.1:5000", "mmaas")
     assert parse_registry("ghcr.io/org/team/").repository("m") == "ghcr.io/org/team/m"
     assert parse_registry("127.0.0.1:5000").repository("m") == "127.0.0.1:5000/m"
-    with pytest.raises(UsageError, match="HOST:PORT/NAMESPACE"):
-        parse_registry("host/Upper")
+    assert parse_registry("[::1]:5000/a_b").host == "[::1]:5000"
+    for bad in ("host/Upper", "not a registry", ":5000/x", "host:port/x", "-host/x", ""):
+        with pytest.raises(UsageError, match="HOST:PORT/NAMESPACE") as caught:
+            parse_registry(bad)
+        assert caught.value.exit_code == 2
     assert engine_tag("blake3:" + "0123456789abcdef" * 4) == "blake3-0123456789abcdef"
     with pytest.raises(UsageError):
         engine_tag("no-hash")

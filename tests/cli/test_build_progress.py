@@ -156,9 +156,24 @@ def test_a_missing_model_is_a_usage_error_and_writes_no_log(tmp_path: Path, monk
 
 def test_an_error_before_the_first_phase_is_the_only_output(tmp_path: Path) -> None:
     screen, out = plain()
-    with pytest.raises(UsageError), BuildConsole(tmp_path / "e.log", console=screen).running():
+    log = tmp_path / "logs" / "e.log"
+    with pytest.raises(UsageError), BuildConsole(log, console=screen).running():
         raise UsageError("no NVIDIA GPU is visible here")  # e.g. the TensorRT preflight
     assert out.getvalue() == ""
+    assert not log.parent.exists()  # nothing half-written: no empty log, no folder
+
+
+def test_an_interrupted_build_says_it_stopped_and_names_its_log(tmp_path: Path) -> None:
+    screen, out = plain()
+    console = BuildConsole(tmp_path / "i.log", console=screen)
+    with pytest.raises(KeyboardInterrupt), console.running():
+        console.phase("compile", "m")
+        raise KeyboardInterrupt
+    assert (
+        out.getvalue().splitlines()[-1]
+        == f"mmaas: the build stopped; its log: {tmp_path / 'i.log'}"
+    )
+    assert "mmaas: phase compile m" in (tmp_path / "i.log").read_text()
 
 
 def test_plain_output_says_a_long_phase_is_still_running(tmp_path: Path) -> None:

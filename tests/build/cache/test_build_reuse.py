@@ -194,6 +194,22 @@ def test_a_failed_gate_fails_the_build_with_its_figures(model: Model, capsys) ->
     assert "exceeds the budget 0.001 ms" in output
 
 
+def test_a_base_image_not_in_the_engine_names_the_key_to_fix(
+    model: Model, capsys, base_image: str
+) -> None:
+    """No local base image: the key cannot be computed, the build tries a pull, which fails
+    here (no registry reachable); the error's hint names the image and image.base_image."""
+    missing = f"mmaas-test/no-such-base:{secrets.token_hex(4)}"
+    model.write(model.spec.replace(f"base_image: {base_image}", f"base_image: {missing}"))
+    try:
+        with pytest.raises(DockerError) as caught:
+            model.build(capsys)
+    finally:
+        model.write(model.spec)
+    assert caught.value.hint is not None
+    assert f"{missing} (image.base_image in {model.folder / 'model.yaml'})" in caught.value.hint
+
+
 def image_id(docker_cli: list[str], image: str) -> str:
     """The local image id (``sha256:<hex>``) ``image`` names now."""
     return proc.run([*docker_cli, "image", "inspect", "--format", "{{.Id}}", image]).stdout.strip()

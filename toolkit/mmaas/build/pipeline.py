@@ -27,24 +27,22 @@ the engine runs no Docker build at all (:mod:`mmaas.build.current`). The phases 
 
 from __future__ import annotations
 
-import secrets
 import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from mmaas.backends import CompileBuild, get_target
+from mmaas.backends import get_target
 from mmaas.build import docker as docker_engine
 from mmaas.build.cache.key import builder_image, key_for
 from mmaas.build.cache.reuse import CacheOptions, Say, keep_engine, note, reuse_engine
+from mmaas.build.compile import compile_engine, docker_build
 from mmaas.build.context import (
     TOOLKIT_DIR,
     ca_bundle_of,
-    compile_plan,
     engine_target,
     package_plan,
-    stage_context,
 )
 from mmaas.build.current import (
     CurrentImage,
@@ -54,11 +52,11 @@ from mmaas.build.current import (
     record_build,
     records_root,
 )
-from mmaas.build.plan import MODEL_DIR, BuildPlan, engine_inputs
+from mmaas.build.plan import MODEL_DIR, engine_inputs
 from mmaas.build.provenance import host_provenance
 from mmaas.build.signing import SigningKey, signature_labels
 from mmaas.build.verify import check_labels, engine_labels
-from mmaas.core.model_dir import verify_engine_dir, verify_model_dir
+from mmaas.core.model_dir import verify_model_dir
 from mmaas.core.model_manifest import ModelManifest
 from mmaas.core.signing import SIGNATURE_NAME, Signature
 from mmaas.spec.load import EngineSource, LoadedSpec, load_spec
@@ -190,7 +188,7 @@ def build_image(
             builds[engine.name] = EngineBuild(key, reuse.status)
         plan = package_plan(loaded, keys, engine_dirs, bundle, buildkit, bool(signing), provenance)
         phase("package", plan.image)
-        built = _build(plan, work / "package", plan.image)
+        built = docker_build(plan, work / "package", plan.image)
         phase("verify", plan.image)
         manifest = verify_model_dir(docker_engine.copy_from_image(built, MODEL_DIR, work / "model"))
         labels = engine_labels(manifest, plan.digest, revision)
@@ -244,41 +242,6 @@ def _result(
         builds,
         signature,
     )
-
-
-def compile_engine(
-    loaded: LoadedSpec,
-    engine: EngineSource,
-    key: str | None,
-    work: Path,
-    ca_bundle: Path | None = None,
-) -> Path:
-    """Run the compile build of ``engine`` through its back end's compile route
-    (:meth:`mmaas.backends.BuildTarget.compile_engine`) and return the verified engine
-    directory it wrote under ``work``.
-
-    Raises:
-        DockerError: the build failed (a failed gate or profile check names itself in the
-            build output). BuildError: the GPU compile container failed. IntegrityError:
-            the engine directory does not verify.
-    """
-    buildkit = docker_engine.client().buildkit
-    plan = compile_plan(loaded, engine, key, ca_bundle or ca_bundle_of(loaded), buildkit)
-    tag = f"{loaded.spec.image_repository}:engine-{secrets.token_hex(6)}"
-    build = CompileBuild(
-        build=lambda stage: _build(plan, work / "compile", tag, stage),
-        tag=tag,
-        docker=docker_engine.client().argv(),
-        work=work,
-    )
-    engine_dir = get_target(engine.spec.backend).compile_engine(build)
-    verify_engine_dir(engine_dir)
-    return engine_dir
-
-
-def _build(plan: BuildPlan, context: Path, tag: str, target: str | None = None) -> str:
-    context.mkdir()
-    return docker_engine.build(context, stage_context(plan, context), tag, target=target)
 
 
 def _teller(loaded: LoadedSpec, engine: EngineSource, say: Say) -> Say:

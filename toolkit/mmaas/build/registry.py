@@ -34,6 +34,12 @@ ENGINE_LABEL = "io.mmaas.engine.blake3"
 ENGINE_TAG_HEX = 16
 # distribution/reference grammar: path components, a tag.
 COMPONENT = re.compile(r"^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*$")
+# the registry host of a Docker reference (distribution/reference's grammar): domain
+# components joined by dots (or a bracketed IPv6 address), an optional :port
+_HOST = re.compile(
+    r"^(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*"
+    r"|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?$"
+)
 _TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 _DIGEST = re.compile(r"digest: (sha256:[0-9a-f]{64})")
 _AUTH_WORDS = (
@@ -122,11 +128,13 @@ def parse_registry(text: str) -> RegistryTarget:
     """Parse ``HOST[:PORT][/NAMESPACE...]``.
 
     Raises:
-        UsageError: empty host, or a namespace component that is not lower-case
-            ``[a-z0-9]`` words joined by ``.``, ``_``, ``__`` or ``-``.
+        UsageError: the host is not a domain or IP address with an optional port, or a
+            namespace component is not lower-case ``[a-z0-9]`` words joined by ``.``,
+            ``_``, ``__`` or ``-`` (Docker's reference grammar).
     """
     host, _, namespace = text.strip().strip("/").partition("/")
-    if not host or any(not COMPONENT.match(part) for part in namespace.split("/") if namespace):
+    components = namespace.split("/") if namespace else []
+    if not _HOST.match(host) or not all(COMPONENT.match(part) for part in components):
         raise UsageError(
             f"--registry {text!r} is not HOST:PORT/NAMESPACE",
             hint="e.g. 127.0.0.1:5000/mmaas or ghcr.io/my-org (lower case)",

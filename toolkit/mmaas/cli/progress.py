@@ -73,6 +73,7 @@ class BuildConsole:
         self.log_path, self.mode = log, mode
         self.console = console or make_console(stderr=True)
         self._log: IO[str] | None = None
+        self._logged = False  # the log was opened (rewritten) by this build
         self._live: Live | None = None
         self._phase: tuple[str, str, float] | None = None
         self._status = ""
@@ -83,16 +84,15 @@ class BuildConsole:
 
     @contextmanager
     def running(self) -> Iterator[BuildConsole]:
-        """Open the log, take the raw output of every streamed command
-        (:func:`mmaas.core.proc.output_to`), draw; name the log when the first phase starts
-        and again when the build fails after that (an error before it, e.g. a spec error or
-        no GPU, is the only output then).
+        """Take the raw output of every streamed command (:func:`mmaas.core.proc.output_to`),
+        draw; the log is created at its first line, so an error before any (a spec error,
+        no GPU) writes no file and is the only output. The log is named when the first
+        phase starts and again when the build fails or is interrupted after that.
 
         Raises:
             OSError: the log file cannot be written.
         """
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with self.log_path.open("w", encoding="utf-8") as self._log, proc.output_to(self.output):
+        with proc.output_to(self.output):
             live = self.mode == "normal" and self.console.is_terminal
             self._live = Live(self, console=self.console, transient=True) if live else None
             try:
@@ -100,16 +100,20 @@ class BuildConsole:
                     self._live.start()
                 yield self
                 self.phase("")
-            except BaseException:
+            except BaseException as exc:
                 self._phase = None
                 if self._started:
+                    how = "stopped" if isinstance(exc, KeyboardInterrupt) else "failed"
                     where = escape(str(self.log_path))
-                    self.console.print(f"mmaas: the build failed; its log: {where}", emoji=False)
+                    self.console.print(f"mmaas: the build {how}; its log: {where}", emoji=False)
                 raise
             finally:
                 if self._live:
                     self._live.stop()
                 self._live = None
+                if self._log is not None:
+                    self._log.close()
+                    self._log = None
 
     def say(self, message: str) -> None:
         """One line of news (cache hit, tag): logged, and printed unless quiet."""
@@ -169,9 +173,12 @@ class BuildConsole:
             self.console.print(markup, emoji=False)  # ":abc:" in a key is no emoji
 
     def _write(self, line: str) -> None:
-        if self._log is not None:
-            self._log.write(line + "\n")
-            self._log.flush()
+        if self._log is None:  # this build's first line rewrites the log; later ones append
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            self._log = self.log_path.open("a" if self._logged else "w", encoding="utf-8")
+            self._logged = True
+        self._log.write(line + "\n")
+        self._log.flush()
 
 
 def summary_table(result: BuildResult, size_bytes: int | None, log: Path) -> Table:

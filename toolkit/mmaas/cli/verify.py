@@ -16,6 +16,7 @@ from mmaas.cli.options import json_option
 from mmaas.core.errors import UsageError
 from mmaas.core.model_dir import describe
 from mmaas.core.model_manifest import engine_set_digest
+from mmaas.core.signing import trusted_keys
 
 
 @click.command("verify")
@@ -43,6 +44,8 @@ def command(target: str, keys: tuple[Path, ...], pull: bool, as_json: bool) -> N
     match, and with --key that a trusted key signed the manifest. Exit 1 on any mismatch.
     """
     trusted = ",".join(str(key) for key in keys) or None
+    if trusted:
+        trusted_keys(trusted)  # a bad key file is a usage error, whatever TARGET holds
     directory = Path(target)
     if pull:
         target = pull_image(target, credentials=credentials_from_env())

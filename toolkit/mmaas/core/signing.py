@@ -159,7 +159,8 @@ def verify_trusted(directory: Path, manifest_digest: str, setting: str, where: s
         raise IntegrityError(
             f"{where}: the engine is unsigned, but trusted keys are set (only a signed "
             "engine may run); refusing it",
-            hint="build it with `mmaas build --sign KEY`, or unset the trusted keys",
+            hint="build it with `mmaas build --sign KEY`, or trust unsigned engines (the "
+            "server: unset MMAAS_TRUSTED_KEYS; mmaas verify: drop --key)",
         )
     try:
         keys = trusted_keys(setting)

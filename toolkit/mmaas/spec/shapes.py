@@ -32,8 +32,11 @@ def parse_shape(value: object) -> tuple[int, ...]:
     dims: list[int] = []
     for axis, dim in enumerate(value):
         if isinstance(dim, bool) or not isinstance(dim, int) or dim <= 0:
+            shown = (
+                str(dim).lower() if isinstance(dim, bool) else "null" if dim is None else repr(dim)
+            )
             raise ValueError(
-                f"axis {axis}: {dim!r} is not a positive integer; profile shapes "
+                f"axis {axis}: {shown} is not a positive integer; profile shapes "
                 "are concrete sizes (dynamic dims are given by min/opt/max)"
             )
         dims.append(dim)
