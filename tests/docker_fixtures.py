@@ -158,6 +158,16 @@ def run_container(
         proc.run([*docker, "rm", "--force", "--volumes", container_id], check=False)
 
 
+def run_to_exit(
+    docker: Sequence[str], image: str, *, env: Mapping[str, str] | None = None
+) -> tuple[int, str]:
+    """Run ``image`` (:func:`run_container`) until it exits by itself, as a start-up that
+    must be refused does; return its exit code and everything it wrote. Fails after 60 s."""
+    with run_container(docker, image, env=env) as container:
+        code = container.wait_exit(timeout=60)
+        return code, container.logs()
+
+
 def _host_port(docker: Sequence[str], container_id: str, port: int) -> int:
     """The 127.0.0.1 port the engine published ``port``/tcp on (``docker port``)."""
     mapping = proc.run([*docker, "port", container_id, f"{port}/tcp"]).stdout.split()[0]

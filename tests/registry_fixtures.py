@@ -75,6 +75,17 @@ class LocalRegistry:
             self.process.wait(timeout=10)
         self.process = None
 
+    def docker_login(self, docker: list[str], config: Path) -> None:
+        """``docker --config CONFIG login`` to this registry (the password on stdin), so a
+        test can pull or push with its own Docker client config, apart from mmaas's."""
+        subprocess.run(
+            [*docker, "--config", str(config), "login", "--username", self.user,
+             "--password-stdin", self.host],
+            input=self.password.encode(),
+            check=True,
+            capture_output=True,
+        )  # fmt: skip
+
     def manifest_digest(self, repository: str, tag: str) -> str:
         """The digest the registry itself reports for ``repository:tag`` (HEAD manifest)."""
         request = self._request(f"/v2/{repository}/manifests/{tag}", method="HEAD")

@@ -15,7 +15,13 @@ import onnxruntime as ort
 import pytest
 import tritonclient.grpc as grpcclient
 
-from docker_fixtures import image_manifest, run_container, tampered_image, wait_for_grpc_serving
+from docker_fixtures import (
+    image_manifest,
+    run_container,
+    run_to_exit,
+    tampered_image,
+    wait_for_grpc_serving,
+)
 from mmaas.core import proc
 from mmaas_cli import run_mmaas
 from onnx_builder import external_data_model
@@ -95,9 +101,8 @@ def test_image_with_an_altered_data_file_refuses_to_start(
     data = "/opt/mmaas/model/model.ort.onnx.data"
     tag = "mmaas-test/external-data:tampered"
     with tampered_image(docker_cli, IMAGE, data, tag) as tampered:
-        with run_container(docker_cli, tampered, ports=[8001]) as container:
-            assert container.wait_exit(timeout=60) == 1
-            logs = container.logs()
+        code, logs = run_to_exit(docker_cli, tampered)
+        assert code == 1
         assert "model.ort.onnx.data: engine data does not match its manifest" in logs
         assert "Traceback" not in logs
         result = mmaas("verify", tampered, cache=cache)

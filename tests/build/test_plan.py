@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from mmaas.build.context import TOOLKIT_DIR, package_plan, plan_builds, stage_context
+from mmaas.build.context import TOOLKIT_DIR, compile_plan, package_plan, plan_builds, stage_context
 from mmaas.build.plan import engine_inputs, make_plan
 from mmaas.build.render import render_dockerfile
 from mmaas.spec.load import load_spec
@@ -31,15 +31,7 @@ def plan_of(loaded, engine_dir=None, engine_key=None, buildkit=True, ca_bundle=N
         return package_plan(
             loaded, {"model": engine_key}, {"model": engine_dir}, ca_bundle, buildkit
         )
-    engine = loaded.engines[0]
-    return make_plan(
-        engine.spec,
-        engine.source_path,
-        toolkit_dir=TOOLKIT_DIR,
-        buildkit=buildkit,
-        ca_bundle=ca_bundle,
-        engine_key=engine_key,
-    )
+    return compile_plan(loaded, loaded.engines[0], engine_key, ca_bundle, buildkit)
 
 
 @pytest.mark.parametrize("buildkit", [True, False], ids=["buildkit", "legacy"])

@@ -113,20 +113,7 @@ def test_push_pull_back_and_digests_agree(
         capture_output=True,
     )
     config = tmp_path / "docker-config"
-    subprocess.run(
-        client.argv(
-            "--config",
-            str(config),
-            "login",
-            "--username",
-            local_registry.user,
-            "--password-stdin",
-            local_registry.host,
-        ),
-        input=local_registry.password.encode(),
-        check=True,
-        capture_output=True,
-    )
+    local_registry.docker_login(client.argv(), config)
     subprocess.run(
         client.argv("--config", str(config), "pull", result.reference),
         check=True,

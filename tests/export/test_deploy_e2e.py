@@ -26,7 +26,7 @@ from cyclonedx.validation.json import JsonStrictValidator
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as triton
 
-from docker_fixtures import run_container, tampered_image, wait_for_grpc_serving
+from docker_fixtures import run_to_exit, tampered_image, wait_for_grpc_serving
 from export_models import model_copy, openssl_key
 from mmaas.core import proc
 from mmaas.core.hashing import file_digests
@@ -140,18 +140,16 @@ def test_sbom_lists_every_shipped_distribution_and_validates(signed, docker_cli)
 
 def test_server_refuses_untrusted_and_unsigned_engines(signed, docker_cli, keys) -> None:
     _, image = signed
-    with run_container(
-        docker_cli, image, env={"MMAAS_TRUSTED_KEYS": keys["other"].read_text()}
-    ) as container:
-        assert container.wait_exit(timeout=60) == 1
-        assert "which is not trusted" in container.logs()
+    untrusted = {"MMAAS_TRUSTED_KEYS": keys["other"].read_text()}
+    code, logs = run_to_exit(docker_cli, image, env=untrusted)
+    assert code == 1
+    assert "which is not trusted" in logs
     unsigned = f"{image}-unsigned"
     with derived(docker_cli, image, unsigned, f"rm {MODEL_DIR}/manifest.sig.json") as tag:
         env = {"MMAAS_TRUSTED_KEYS": keys["public"].read_text()}
-        with run_container(docker_cli, tag, env=env) as container:
-            assert container.wait_exit(timeout=60) == 1
-            logs = container.logs()
-            assert "unsigned" in logs and "Traceback" not in logs
+        code, logs = run_to_exit(docker_cli, tag, env=env)
+        assert code == 1
+        assert "unsigned" in logs and "Traceback" not in logs
 
 
 def test_exported_pod_settings_run_the_image(signed, docker_cli, keys, tmp_path: Path) -> None:
@@ -312,19 +310,7 @@ def test_push_remove_pull_by_digest_verify_and_a_tampered_push_is_refused(
         docker_cli, f"{repository}:pulled", engine, f"{repository}:tampered"
     ) as tampered:
         config = tmp_path / "docker-config"
-        proc.run(
-            [
-                *docker_cli,
-                "--config",
-                str(config),
-                "login",
-                "--username",
-                local_registry.user,
-                "--password-stdin",
-                local_registry.host,
-            ],
-            input_bytes=local_registry.password.encode(),
-        )
+        local_registry.docker_login(docker_cli, config)
         out = proc.run([*docker_cli, "--config", str(config), "push", tampered]).stdout
         digest = out.split("digest: ")[1].split()[0]
     bad = f"{repository}@{digest}"
