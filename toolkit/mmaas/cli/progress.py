@@ -73,7 +73,6 @@ class BuildConsole:
         self.log_path, self.mode = log, mode
         self.console = console or make_console(stderr=True)
         self._log: IO[str] | None = None
-        self._logged = False  # the log was opened (rewritten) by this build
         self._live: Live | None = None
         self._phase: tuple[str, str, float] | None = None
         self._status = ""
@@ -173,10 +172,9 @@ class BuildConsole:
             self.console.print(markup, emoji=False)  # ":abc:" in a key is no emoji
 
     def _write(self, line: str) -> None:
-        if self._log is None:  # this build's first line rewrites the log; later ones append
+        if self._log is None:  # the build's first line: the log is rewritten
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
-            self._log = self.log_path.open("a" if self._logged else "w", encoding="utf-8")
-            self._logged = True
+            self._log = self.log_path.open("w", encoding="utf-8")
         self._log.write(line + "\n")
         self._log.flush()
 

@@ -56,6 +56,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from mmaas.core.endpoints import shared_port
 from mmaas.core.errors import UsageError
 
 T = TypeVar("T")
@@ -202,19 +203,20 @@ def from_env(environ: Mapping[str, str] | None = None) -> Settings:
 
 
 def _check_ports_differ(settings: Settings) -> None:
-    """Each endpoint on its own port (0 = off): two on one port would fail to bind."""
-    taken = {"MMAAS_GRPC_PORT": settings.grpc_port}
-    for name, port in (
-        ("MMAAS_HTTP_PORT", settings.http_port),
-        ("MMAAS_METRICS_PORT", settings.metrics_port),
-    ):
-        other = next((key for key, used in taken.items() if used == port), None)
-        if port and other:
-            raise UsageError(
-                f"{name}={port} is also {other}: each endpoint listens on its own port",
-                hint=f"set {name} to another port (or 0 to turn it off)",
-            )
-        taken[name] = port
+    """Each endpoint on its own port (:mod:`mmaas.core.endpoints`): two on one port would
+    fail to bind."""
+    ports = {
+        "MMAAS_GRPC_PORT": settings.grpc_port,
+        "MMAAS_HTTP_PORT": settings.http_port,
+        "MMAAS_METRICS_PORT": settings.metrics_port,
+    }
+    clash = shared_port(list(ports.items()))
+    if clash is not None:
+        name, other = clash
+        raise UsageError(
+            f"{name}={ports[name]} is also {other}: each endpoint listens on its own port",
+            hint=f"set {name} to another port (or 0 to turn it off)",
+        )
 
 
 class _Env:

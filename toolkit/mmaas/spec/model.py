@@ -20,6 +20,7 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from mmaas.backends import BackendName as Backend
+from mmaas.core.endpoints import shared_port
 from mmaas.core.hashing import bytes_digest
 from mmaas.spec.base import Strict
 from mmaas.spec.deploy import DeploySpec
@@ -232,18 +233,14 @@ class RuntimeSpec(Strict):
 
     @model_validator(mode="after")
     def _ports_differ(self) -> RuntimeSpec:
-        taken = {"grpc_port": self.grpc_port}
-        for key in ("http_port", "metrics_port"):
-            port = getattr(self, key)
-            if port == 0:
-                continue  # that endpoint is off
-            other = next((k for k, used in taken.items() if used == port), None)
-            if other is not None:
-                raise ValueError(
-                    f"{key} {port} is also {other}: each endpoint listens on its own port; "
-                    f"give {key} another port (or 0 to turn it off)"
-                )
-            taken[key] = port
+        keys = ("grpc_port", "http_port", "metrics_port")
+        clash = shared_port([(key, getattr(self, key)) for key in keys])
+        if clash is not None:
+            key, other = clash
+            raise ValueError(
+                f"{key} {getattr(self, key)} is also {other}: each endpoint listens on its own "
+                f"port; give {key} another port (or 0 to turn it off)"
+            )
         return self
 
 
