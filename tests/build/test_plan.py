@@ -14,7 +14,6 @@ from mmaas.build.context import TOOLKIT_DIR, compile_plan, package_plan, plan_bu
 from mmaas.build.plan import engine_inputs, make_plan
 from mmaas.build.render import render_dockerfile
 from mmaas.spec.load import load_spec
-from mmaas.spec.model import DynamicBatchingSpec
 from paths import FIXTURES, ROOT
 
 GOLDEN = FIXTURES / "golden"
@@ -327,30 +326,6 @@ def test_rendered_dockerfiles_pass_hadolint(
     dockerfile.write_text(render_dockerfile(plan_of(det, buildkit=buildkit, engine_dir=engine)))
     result = proc.run([hadolint, "--no-color", str(dockerfile)], check=False, what="hadolint")
     assert result.returncode == 0, result.stdout + result.stderr
-
-
-def test_dynamic_batching_reaches_the_image_as_server_settings(det) -> None:
-    from mmaas.build.plan import runtime_env
-    from mmaas.server.settings import from_env
-
-    spec = det.spec.model_copy(
-        update={
-            "runtime": det.spec.runtime.model_copy(
-                update={
-                    "dynamic_batching": DynamicBatchingSpec(
-                        preferred_batch_size=[2, 4], max_queue_delay_microseconds=500
-                    )
-                }
-            )
-        }
-    )
-    env = runtime_env(spec)
-    assert env["MMAAS_DYNAMIC_BATCHING"] == "true"
-    settings = from_env(env)
-    assert settings.batching.enabled
-    assert settings.batching.preferred_batch_sizes == (2, 4)
-    assert settings.batching.max_queue_delay_us == 500
-    assert "MMAAS_DYNAMIC_BATCHING" not in runtime_env(det.spec)
 
 
 def test_metrics_port_zero_turns_the_endpoint_off(det) -> None:

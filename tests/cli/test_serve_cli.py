@@ -17,7 +17,7 @@ import tritonclient.grpc as triton
 import tritonclient.http as triton_http
 
 from docker_fixtures import wait_for_grpc_serving
-from mmaas.build.plan import runtime_env
+from mmaas.build.runtime_env import runtime_env
 from mmaas.server.settings import from_env
 from mmaas.spec.load import load_spec
 from onnx_builder import FLOAT, make_onnx

@@ -105,10 +105,11 @@ def test_refuses_an_engine_built_for_another_onnxruntime(
 @pytest.mark.parametrize(
     ("env", "fragment"),
     [
-        ({"MMAAS_INSTANCE_COUNT": "two"}, "MMAAS_INSTANCE_COUNT='two': not an integer"),
-        ({"MMAAS_GRPC_PORT": "70000"}, "MMAAS_GRPC_PORT='70000': a TCP port is 1..65535"),
-        ({"MMAAS_DYNAMIC_BATCHING": "yes"}, "MMAAS_DYNAMIC_BATCHING='yes': write true or false"),
-        ({"MMAAS_TLS_CERT": "/nonexistent.pem"}, "MMAAS_TLS_CERT='/nonexistent.pem': no such"),
+        ({"MMAAS_INSTANCE_COUNT": "two"}, "MMAAS_INSTANCE_COUNT: 'two' is not a whole number"),
+        ({"MMAAS_INSTANCE_COUNT": "100"}, "MMAAS_INSTANCE_COUNT: 100 is out of range"),
+        ({"MMAAS_GRPC_PORT": "70000"}, "MMAAS_GRPC_PORT: 70000 is out of range; write a TCP port"),
+        ({"MMAAS_DYNAMIC_BATCHING": "yes"}, "MMAAS_DYNAMIC_BATCHING: 'yes' is not a boolean"),
+        ({"MMAAS_TLS_CERT": "/nonexistent.pem"}, "MMAAS_TLS_CERT: '/nonexistent.pem': no such"),
     ],
 )
 def test_bad_settings_name_the_variable(

@@ -1,14 +1,120 @@
-"""Port rules shared by model.yaml's ``runtime:`` and the server's ``MMAAS_*`` ports: each
-endpoint on its own port, 0 turning HTTP or metrics off (then it takes no port)."""
+"""The server's settings are read from the runtime settings table: every row, with the
+row's parse and check, so the server refuses at start what model.yaml refuses, with the
+same text; the image's ENV lines read back as the spec's values; and the port rules shared
+with model.yaml's ``runtime:`` (each endpoint on its own port, 0 turning HTTP or metrics
+off, then it takes no port)."""
 
 from __future__ import annotations
+
+from operator import attrgetter
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
+from mmaas.build.runtime_env import runtime_env
+from mmaas.core import runtime_settings as table
 from mmaas.core.errors import UsageError
-from mmaas.server.settings import from_env
-from mmaas.spec.model import RuntimeSpec
+from mmaas.core.runtime_settings import Setting
+from mmaas.server.settings import Settings, from_env
+from mmaas.spec.model import ModelSpec
+from mmaas.spec.runtime import RuntimeSpec
+from settings_values import KEYED, other_value, runtime_data
+
+# Where Settings keeps each row's value. The TLS rows make Settings.tls; the back end reads
+# its own rows (checked by from_env all the same).
+FIELDS = {
+    "MMAAS_MODEL_DIR": "model_dir",
+    "MMAAS_HOST": "host",
+    "MMAAS_HTTP_PORT": "http_port",
+    "MMAAS_GRPC_PORT": "grpc_port",
+    "MMAAS_METRICS_PORT": "metrics_port",
+    "MMAAS_INSTANCE_COUNT": "instance_count",
+    "MMAAS_MAX_MESSAGE_SIZE": "max_message_size",
+    "MMAAS_SHUTDOWN_GRACE_S": "shutdown_grace_s",
+    "MMAAS_GRPC_KEEPALIVE_TIME_MS": "keepalive.time_ms",
+    "MMAAS_GRPC_KEEPALIVE_TIMEOUT_MS": "keepalive.timeout_ms",
+    "MMAAS_GRPC_KEEPALIVE_PERMIT_WITHOUT_CALLS": "keepalive.permit_without_calls",
+    "MMAAS_GRPC_HTTP2_MIN_PING_INTERVAL_WITHOUT_DATA_MS": (
+        "keepalive.min_ping_interval_without_data_ms"
+    ),
+    "MMAAS_GRPC_HTTP2_MAX_PING_STRIKES": "keepalive.max_ping_strikes",
+    "MMAAS_DYNAMIC_BATCHING": "batching.enabled",
+    "MMAAS_PREFERRED_BATCH_SIZES": "batching.preferred_batch_sizes",
+    "MMAAS_MAX_QUEUE_DELAY_US": "batching.max_queue_delay_us",
+    "MMAAS_MAX_QUEUE_SIZE": "batching.max_queue_size",
+    "MMAAS_HTTP_READ_TIMEOUT_S": "http_read_timeout_s",
+    "MMAAS_MAX_CONCURRENT_STREAMS": "max_concurrent_streams",
+    "MMAAS_THREADS": "threads",
+    "MMAAS_WARMUP_RUNS": "warmup_runs",
+    "MMAAS_MODEL_VERSION": "model_version",
+    "MMAAS_EXPECTED_ENGINE": "expected_engine",
+    "MMAAS_TRUSTED_KEYS": "trusted_keys",
+    "MMAAS_LOG_FORMAT": "log_format",
+    "MMAAS_LOG_LEVEL": "log_level",
+}
+TLS = {table.TLS_CERT.env, table.TLS_KEY.env, table.TLS_CLIENT_CA.env}
+BACK_END = {table.CUDA_GRAPHS.env, table.TRT_CACHE_DIR.env}
+
+
+def test_every_row_has_a_place() -> None:
+    assert set(FIELDS) | TLS | BACK_END == {setting.env for setting in table.SETTINGS}
+
+
+@pytest.mark.parametrize(
+    "setting", [s for s in table.SETTINGS if s.env in FIELDS], ids=lambda s: s.env
+)
+def test_the_server_defaults_to_the_rows_default(setting: Setting[Any]) -> None:
+    assert attrgetter(FIELDS[setting.env])(from_env({})) == setting.default
+
+
+def test_the_settings_defaults_are_the_tables() -> None:
+    assert Settings() == from_env({})
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"MMAAS_INSTANCE_COUNT": "100"},
+         "MMAAS_INSTANCE_COUNT: 100 is out of range; write a whole number from 1 to 64"),
+        ({"MMAAS_SHUTDOWN_GRACE_S": "99999"},
+         "MMAAS_SHUTDOWN_GRACE_S: 99999 is out of range; write a number of seconds from 0 to 3600"),
+        ({"MMAAS_CUDA_GRAPHS": "maybe"},
+         "MMAAS_CUDA_GRAPHS: 'maybe' is not a boolean; write true or false"),
+    ],
+)  # fmt: skip
+def test_the_server_refuses_at_start_what_model_yaml_refuses(
+    env: dict[str, str], message: str
+) -> None:
+    with pytest.raises(UsageError) as caught:
+        from_env(env)
+    assert str(caught.value) == message
+
+
+def test_the_image_env_lines_read_back_as_the_specs_values() -> None:
+    values = {setting: other_value(setting) for setting in KEYED}
+    runtime = RuntimeSpec.model_validate(runtime_data(values))
+    spec = ModelSpec(name="m", version="1", runtime=runtime)
+    env = runtime_env(spec)
+    assert set(env) == {setting.env for setting in KEYED}  # every row given, every line written
+    settings = from_env(env)
+    for setting in KEYED:
+        written = runtime.value(setting)
+        if isinstance(written, list):
+            written = tuple(sorted(set(written)))  # the server reads sizes ascending
+        read = attrgetter(FIELDS[setting.env])(settings)
+        assert read == written != setting.default, setting.env
+
+
+def test_tls_needs_a_certificate_and_its_key(tmp_path) -> None:
+    pem = tmp_path / "server.pem"
+    pem.write_text("-----BEGIN CERTIFICATE-----\n")
+    with pytest.raises(UsageError, match="MMAAS_TLS_KEY is not set"):
+        from_env({"MMAAS_TLS_CERT": str(pem)})
+    with pytest.raises(UsageError, match="mutual TLS needs the server's own certificate"):
+        from_env({"MMAAS_TLS_CLIENT_CA": str(pem)})
+    tls = from_env({"MMAAS_TLS_CERT": str(pem), "MMAAS_TLS_KEY": str(pem)}).tls
+    assert tls is not None and (tls.cert, tls.key, tls.client_ca) == (pem, pem, None)
 
 
 @pytest.mark.parametrize(

@@ -26,6 +26,7 @@ from typing import Any
 
 from mmaas.backends import CompileRequest, get_target
 from mmaas.build.requests import engine_request
+from mmaas.build.runtime_env import runtime_env, served_ports
 from mmaas.build.wheel import (
     CONSTRAINTS,
     SBOM_TOOL,
@@ -34,13 +35,14 @@ from mmaas.build.wheel import (
     requirements,
     template_file,
 )
+from mmaas.core import runtime_settings
 from mmaas.core.hashing import bytes_digest
 from mmaas.core.model_request import ModelRequest
 from mmaas.core.sbom import SBOM_LABEL, SBOM_PATH
 from mmaas.spec.engines import model_info
 from mmaas.spec.model import ModelSpec
 
-MODEL_DIR = "/opt/mmaas/model"
+MODEL_DIR = str(runtime_settings.MODEL_DIR.default)  # the image's model: where the server looks
 ENGINE_DIR = "/opt/mmaas/engine"  # the builder stage's compiled (or cached) engine directory
 ENGINE_CONTEXT = "engine"  # the package build's engine directory in its build context
 BUILDER_WHEEL = "wheels/builder"  # the builder stage's mmaas wheel in the build context
@@ -260,49 +262,6 @@ def engine_inputs(
         *target.engine_files(spec, folder),
         ContextWheel(toolkit_dir, target.builder_packages, BUILDER_WHEEL),
     )
-
-
-def runtime_env(spec: ModelSpec) -> dict[str, str]:
-    """The ``MMAAS_*`` variables that carry ``runtime`` from model.yaml into the image
-    (the server reads only its environment; see ``mmaas.server.settings``). An unset
-    ``max_message_size`` is left to the server, which derives it from the manifest;
-    ``dynamic_batching`` becomes ``MMAAS_DYNAMIC_BATCHING`` and its three settings;
-    ``shutdown_grace_seconds`` ``MMAAS_SHUTDOWN_GRACE_S``; ``keepalive`` the
-    ``MMAAS_GRPC_KEEPALIVE_*`` / ``MMAAS_GRPC_HTTP2_*`` variables."""
-    env = {
-        "MMAAS_HTTP_PORT": str(spec.runtime.http_port),
-        "MMAAS_GRPC_PORT": str(spec.runtime.grpc_port),
-        "MMAAS_METRICS_PORT": str(spec.runtime.metrics_port),
-        "MMAAS_INSTANCE_COUNT": str(spec.runtime.instance_count),
-    }
-    if spec.runtime.max_message_size:
-        env["MMAAS_MAX_MESSAGE_SIZE"] = str(spec.runtime.max_message_size)
-    env["MMAAS_SHUTDOWN_GRACE_S"] = f"{spec.runtime.shutdown_grace_seconds:g}"
-    keepalive = spec.runtime.keepalive
-    env["MMAAS_GRPC_KEEPALIVE_TIME_MS"] = str(keepalive.time_ms)
-    env["MMAAS_GRPC_KEEPALIVE_TIMEOUT_MS"] = str(keepalive.timeout_ms)
-    env["MMAAS_GRPC_KEEPALIVE_PERMIT_WITHOUT_CALLS"] = str(keepalive.permit_without_calls).lower()
-    env["MMAAS_GRPC_HTTP2_MIN_PING_INTERVAL_WITHOUT_DATA_MS"] = str(
-        keepalive.http2_min_ping_interval_without_data_ms
-    )
-    env["MMAAS_GRPC_HTTP2_MAX_PING_STRIKES"] = str(keepalive.http2_max_ping_strikes)
-    batching = spec.runtime.dynamic_batching
-    if batching is not None:
-        env["MMAAS_DYNAMIC_BATCHING"] = "true"
-        env["MMAAS_PREFERRED_BATCH_SIZES"] = ",".join(map(str, batching.preferred_batch_size))
-        env["MMAAS_MAX_QUEUE_DELAY_US"] = str(batching.max_queue_delay_microseconds)
-        env["MMAAS_MAX_QUEUE_SIZE"] = str(batching.max_queue_size)
-    return env
-
-
-def served_ports(spec: ModelSpec) -> dict[str, int]:
-    """The ports the server listens on, by role (``http``: KServe v2 HTTP/REST;
-    ``grpc``: KServe v2 gRPC and health; ``metrics``: Prometheus ``/metrics``), an endpoint
-    set to 0 (off) left out: what the image EXPOSEs and every port ``mmaas export`` names
-    (C32)."""
-    runtime = spec.runtime
-    ports = {"http": runtime.http_port, "grpc": runtime.grpc_port, "metrics": runtime.metrics_port}
-    return {role: port for role, port in ports.items() if port}
 
 
 def compile_request(spec: ModelSpec, source: Path, out_dir: Path) -> CompileRequest:

@@ -12,7 +12,8 @@ from pathlib import Path
 import click
 
 from mmaas.build.local import compile_local
-from mmaas.build.plan import runtime_env
+from mmaas.build.runtime_env import runtime_env
+from mmaas.core.runtime_settings import GRPC_PORT, HOST, HTTP_PORT, METRICS_PORT, MODEL_DIR
 
 LOCAL_HOST = "127.0.0.1"
 
@@ -52,15 +53,15 @@ def command(
     from mmaas.server.settings import from_env
 
     loaded, model_dir = compile_local(model, rebuild=rebuild)
-    overrides = {"MMAAS_MODEL_DIR": str(model_dir)}
-    if host is None and not os.environ.get("MMAAS_HOST"):
+    overrides = {MODEL_DIR.env: str(model_dir)}
+    if host is None and not os.environ.get(HOST.env):
         host = LOCAL_HOST
-    for name, value in (
-        ("MMAAS_HTTP_PORT", http_port),
-        ("MMAAS_GRPC_PORT", grpc_port),
-        ("MMAAS_METRICS_PORT", metrics_port),
-        ("MMAAS_HOST", host),
+    for setting, value in (
+        (HTTP_PORT, http_port),
+        (GRPC_PORT, grpc_port),
+        (METRICS_PORT, metrics_port),
+        (HOST, host),
     ):
         if value is not None:
-            overrides[name] = str(value)
+            overrides[setting.env] = str(value)
     serve(from_env({**runtime_env(loaded.spec), **os.environ, **overrides}))

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from mmaas.build.plan import served_ports
+from mmaas.build.runtime_env import served_ports
 from mmaas.export import pod
 from mmaas.export.source import ExportSource
 

@@ -3,7 +3,7 @@ probes, resources, security context, preStop) and the pod-level settings that fi
 
 Facts the objects follow (Kubernetes ``core/v1``):
 
-* ports: every port the server listens on (:func:`mmaas.build.plan.served_ports`), named
+* ports: every port the server listens on (:func:`mmaas.build.runtime_env.served_ports`), named
   so that a mesh treats gRPC as HTTP/2 (``grpc``; Istio reads the name's prefix) and the
   REST and metrics ports as HTTP (``http``, ``http-metrics``) (C32); the routed one first
   (KServe's raw Service maps its port 80 to the container's first port);
@@ -33,9 +33,10 @@ import re
 from typing import Any
 
 from mmaas.backends import get_target
-from mmaas.build.plan import runtime_env, served_ports
+from mmaas.build.runtime_env import runtime_env, served_ports
 from mmaas.core.errors import UsageError
 from mmaas.core.model_manifest import engine_set_digest
+from mmaas.core.runtime_settings import EXPECTED_ENGINE, LOG_FORMAT, THREADS, TRUSTED_KEYS
 from mmaas.export.source import ExportSource
 
 CONTAINER_USER = 10001  # the image's USER (templates/Dockerfile.*.j2)
@@ -176,12 +177,12 @@ def environment(source: ExportSource, trusted_keys: str | None) -> list[dict[str
     them signed)."""
     env = {
         **runtime_env(source.spec),
-        "MMAAS_THREADS": str(threads(source)),
-        "MMAAS_LOG_FORMAT": "json",
-        "MMAAS_EXPECTED_ENGINE": engine_set_digest(source.model_manifest),
+        THREADS.env: THREADS.format(threads(source)),
+        LOG_FORMAT.env: "json",
+        EXPECTED_ENGINE.env: engine_set_digest(source.model_manifest),
     }
     if trusted_keys:
-        env["MMAAS_TRUSTED_KEYS"] = trusted_keys
+        env[TRUSTED_KEYS.env] = trusted_keys
     return [{"name": name, "value": value} for name, value in env.items()]
 
 

@@ -15,6 +15,9 @@ import socket
 import sys
 from collections.abc import Mapping
 
+from mmaas.core.errors import UsageError
+from mmaas.core.runtime_settings import GRPC_PORT, TLS_CERT
+
 TIMEOUT_S = 3.0
 
 
@@ -23,9 +26,12 @@ def probe(environ: Mapping[str, str]) -> tuple[int, str]:
     import grpc
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-    port = int(environ.get("MMAAS_GRPC_PORT") or 8001)
+    try:
+        port = GRPC_PORT.read(environ)
+    except UsageError as exc:
+        return 1, exc.message
     target = f"127.0.0.1:{port}"
-    if environ.get("MMAAS_TLS_CERT"):
+    if environ.get(TLS_CERT.env):
         try:
             socket.create_connection(("127.0.0.1", port), TIMEOUT_S).close()
         except OSError as exc:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mmaas.core.model_manifest import ModelManifest, read_model_manifest
+from mmaas.core.runtime_settings import GRPC_PORT, HTTP_PORT, METRICS_PORT
 from mmaas.server.ports import check_free
 from mmaas.server.settings import Settings
 
@@ -46,13 +47,13 @@ def begin(settings: Settings) -> BringUp:
         check_free(
             settings.host,
             settings.http_port,
-            "MMAAS_HTTP_PORT",
+            HTTP_PORT.env,
             "set another port or 0 to turn HTTP off",
         )
-    check_free(settings.host, settings.grpc_port, "MMAAS_GRPC_PORT")
+    check_free(settings.host, settings.grpc_port, GRPC_PORT.env)
     if settings.metrics_port:
         fix = "set another port or 0 to turn metrics off"
-        check_free(settings.host, settings.metrics_port, "MMAAS_METRICS_PORT", fix)
+        check_free(settings.host, settings.metrics_port, METRICS_PORT.env, fix)
     manifest = read_model_manifest(settings.model_dir)
     imported = threading.Event()
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mmaas-bring-up")

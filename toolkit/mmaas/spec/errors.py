@@ -19,6 +19,7 @@ from pydantic_core import ErrorDetails
 from mmaas.core.errors import SpecProblem
 from mmaas.spec.model import NAME_PATTERN, REPOSITORY_PATTERN, TAG_PATTERN, ModelSpec
 from mmaas.spec.parts import PART_PATTERN
+from mmaas.spec.runtime import SETTING_ERROR
 from mmaas.spec.yamlio import KeyPath, YamlDocument
 
 _PATTERN_HELP = {
@@ -98,6 +99,8 @@ def _message(error: ErrorDetails, path: KeyPath, doc: YamlDocument, model: type[
     if kind == "string_pattern_mismatch":
         pattern = error["ctx"]["pattern"]
         return f"{value!r} is not valid; {_PATTERN_HELP.get(pattern, f'must match {pattern}')}"
+    if kind == SETTING_ERROR:  # a runtime setting out of its limits: the server's text
+        return str(error["msg"])
     if kind == "value_error":
         return _shape_error(value, str(error["ctx"]["error"]))
     if kind in ("model_type", "dict_type"):

@@ -33,9 +33,10 @@ from mmaas.spec.composition import (
 )
 from mmaas.spec.engines import engine_names, engine_views, model_info, with_engines
 from mmaas.spec.errors import data_path, problem_from_error
-from mmaas.spec.model import ModelSpec, RuntimeSpec
+from mmaas.spec.model import ModelSpec
 from mmaas.spec.onnx_graph import read_signature
 from mmaas.spec.pipeline import check_pipeline, pipeline_record
+from mmaas.spec.runtime import RuntimeSpec
 from mmaas.spec.sources import resolve_source
 from mmaas.spec.yamlio import KeyPath, Position, YamlDocument, load_yaml
 

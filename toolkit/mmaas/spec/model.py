@@ -17,15 +17,15 @@ from __future__ import annotations
 import json
 from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from mmaas.backends import BackendName as Backend
-from mmaas.core.endpoints import shared_port
 from mmaas.core.hashing import bytes_digest
 from mmaas.spec.base import Strict
 from mmaas.spec.deploy import DeploySpec
 from mmaas.spec.gates import ChecksSpec
 from mmaas.spec.parts import Asset, PartName, PipelineSpec
+from mmaas.spec.runtime import RuntimeSpec
 from mmaas.spec.shapes import ProfileShape
 
 Precision = Literal["fp32", "tf32", "fp16", "bf16", "int8", "fp8"]
@@ -183,65 +183,6 @@ class BuildSpec(Strict):
     timing_cache: bool = True
     tensorrt: TensorRTSpec = Field(default_factory=TensorRTSpec)
     onnxruntime: OnnxRuntimeSpec = Field(default_factory=OnnxRuntimeSpec)
-
-
-class DynamicBatchingSpec(Strict):
-    """Dynamic batching as Triton's ``dynamic_batching`` configures it; present (even as
-    ``{}``) turns it on. Concurrent requests whose non-batch dims match are stacked along
-    axis 0 up to ``max_batch_size``. ``preferred_batch_size``: batch sizes sent as soon as
-    reached; ``max_queue_delay_microseconds``: how long a batch waits to fill;
-    ``max_queue_size``: queued requests before new ones get RESOURCE_EXHAUSTED. The image
-    sets them as ``MMAAS_DYNAMIC_BATCHING=true``, ``MMAAS_PREFERRED_BATCH_SIZES`` (comma
-    list), ``MMAAS_MAX_QUEUE_DELAY_US`` and ``MMAAS_MAX_QUEUE_SIZE``."""
-
-    preferred_batch_size: list[Annotated[int, Field(gt=0)]] = Field(default_factory=list)
-    max_queue_delay_microseconds: Annotated[int, Field(ge=0)] = 100
-    max_queue_size: Annotated[int, Field(gt=0)] = 1024
-
-
-class KeepaliveSpec(Strict):
-    """The gRPC server's HTTP/2 keepalive (gRPC's ``grpc.keepalive_*`` and ``grpc.http2.*``
-    server arguments), times in ms: the server pings a connection idle ``time_ms`` and
-    drops it when a ping goes unanswered ``timeout_ms``; a client ping sooner than
-    ``http2_min_ping_interval_without_data_ms`` after the last is a strike, and
-    ``http2_max_ping_strikes`` strikes (0 = no limit) get GOAWAY ``too_many_pings``. The
-    defaults accept a client pinging every 5 s or slower, even with no call in flight
-    (``permit_without_calls``). The image sets ``MMAAS_GRPC_KEEPALIVE_*`` and
-    ``MMAAS_GRPC_HTTP2_*``."""
-
-    time_ms: Annotated[int, Field(gt=0)] = 7_200_000
-    timeout_ms: Annotated[int, Field(gt=0)] = 20_000
-    permit_without_calls: bool = True
-    http2_min_ping_interval_without_data_ms: Annotated[int, Field(ge=0)] = 5_000
-    http2_max_ping_strikes: Annotated[int, Field(ge=0)] = 2
-
-
-class RuntimeSpec(Strict):
-    """Defaults baked into the image as ``MMAAS_*`` environment variables (the server reads
-    only its environment). ``max_message_size`` is in bytes; when absent it is derived from
-    the largest tensor at the profile's max shapes, and is at least 64 MiB."""
-
-    http_port: Annotated[int, Field(ge=0, lt=65536)] = 8000  # 0 = no HTTP/REST endpoint
-    grpc_port: Annotated[int, Field(gt=0, lt=65536)] = 8001
-    metrics_port: Annotated[int, Field(ge=0, lt=65536)] = 8002  # 0 = no metrics endpoint
-    max_message_size: Annotated[int, Field(gt=0)] | None = None
-    instance_count: Annotated[int, Field(ge=1, le=64)] = 1
-    dynamic_batching: DynamicBatchingSpec | None = None
-    # after SIGTERM: health NOT_SERVING, ports open, in-flight finished, then exit 0
-    shutdown_grace_seconds: Annotated[float, Field(ge=0, le=3600)] = 25.0
-    keepalive: KeepaliveSpec = Field(default_factory=KeepaliveSpec)
-
-    @model_validator(mode="after")
-    def _ports_differ(self) -> RuntimeSpec:
-        keys = ("grpc_port", "http_port", "metrics_port")
-        clash = shared_port([(key, getattr(self, key)) for key in keys])
-        if clash is not None:
-            key, other = clash
-            raise ValueError(
-                f"{key} {getattr(self, key)} is also {other}: each endpoint listens on its own "
-                f"port; give {key} another port (or 0 to turn it off)"
-            )
-        return self
 
 
 class ImageSpec(Strict):

@@ -8,7 +8,7 @@ builder stage's copy of this runtime (``build_check``) checks a GPU engine on th
 provider when no GPU is visible there (a ``docker build`` step sees none), and captures no
 CUDA graphs. ``MMAAS_CUDA_GRAPHS=false`` turns the engine's CUDA graphs off at run time;
 ``MMAAS_TRT_CACHE_DIR`` is where the TensorRT provider keeps its engine and timing caches
-(default :data:`TRT_CACHE_DIR`). At
+(both rows of :mod:`mmaas.core.runtime_settings`). At
 level ``all`` its layout transforms (NCHWc blocking) depend on the build CPU's vector
 extensions, so the manifest records the CPU flags (:meth:`OnnxRuntimeRuntime.describe`)
 and :meth:`OnnxRuntimeRuntime.check_compatible` refuses a host that lacks one of them.
@@ -29,6 +29,7 @@ import numpy as np
 from mmaas.core.errors import CompatibilityError, InputError
 from mmaas.core.manifest import Manifest
 from mmaas.core.ort_io import has_bfloat16, import_onnxruntime, run_session, session_options
+from mmaas.core.runtime_settings import CUDA_GRAPHS, TRT_CACHE_DIR
 
 if TYPE_CHECKING:
     import onnxruntime as ort
@@ -37,7 +38,6 @@ else:  # what onnxruntime prints at import goes to the debug log, not the consol
 
 ENGINE_FILE = "model.ort.onnx"
 EXECUTION_FILE = "execution.json"  # a GPU engine's execution settings (compiler-written)
-TRT_CACHE_DIR = "/tmp/mmaas-trt-cache"  # MMAAS_TRT_CACHE_DIR: TensorRT engine/timing caches
 log = logging.getLogger("mmaas.server")
 # x86 vector extensions that ONNX Runtime's CPU kernels and NCHWc layout depend on.
 KERNEL_CPU_FLAGS = (
@@ -107,8 +107,8 @@ class OnnxRuntimeRuntime:
         recorded = json.loads((directory / EXECUTION_FILE).read_text())
         gpu = GpuSettings.from_json(recorded["gpu"])
         path = directory / manifest.engine.path
-        cache = Path(os.environ.get("MMAAS_TRT_CACHE_DIR") or TRT_CACHE_DIR)
-        graphs = not self.build_check and os.environ.get("MMAAS_CUDA_GRAPHS", "") != "false"
+        cache = TRT_CACHE_DIR.read(os.environ)
+        graphs = not self.build_check and CUDA_GRAPHS.read(os.environ)
         try:
             return load_gpu(
                 path, manifest.model, gpu, graphs=graphs, cache_dir=cache, warm=not self.build_check
