@@ -1,11 +1,14 @@
-"""Write ``schema/model.schema.json``, the JSON Schema of model.yaml, from ``ModelSpec``.
+"""Write the generated references: ``schema/model.schema.json``, the JSON Schema of
+model.yaml (from ``ModelSpec``), and the table of runtime settings in ``docs/runtime.md``
+(from the settings table, :mod:`mmaas.core.runtime_settings`, between its two markers).
 
-Editors (e.g. VS Code's YAML extension with ``# yaml-language-server: $schema=...``) use it
-to complete and check model.yaml files. The file is committed; ``tests/test_schema.py``
-fails when it is stale, and this script regenerates it.
+Editors (e.g. VS Code's YAML extension with ``# yaml-language-server: $schema=...``) use the
+schema to complete and check model.yaml files. Both files are committed;
+``tests/spec/test_schema.py`` and ``tests/core/test_runtime_settings.py`` fail when one is
+stale, and this script regenerates them.
 
-Usage: ``python scripts/gen_schema.py [--check]`` (``--check``: exit 1 if stale, write
-nothing).
+Usage: ``python scripts/gen_schema.py [--check]`` (``--check``: exit 1 if one is stale,
+write nothing).
 """
 
 from __future__ import annotations
@@ -17,12 +20,19 @@ from pathlib import Path
 
 from mmaas.core.files import atomic_write_text
 from mmaas.core.pipelines import PIPELINES
+from mmaas.core.runtime_settings import SETTINGS
 from mmaas.spec.model import ModelSpec
 from mmaas.spec.pipeline import get_pipeline_kind
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA_PATH = ROOT / "schema" / "model.schema.json"
+RUNTIME_DOC = ROOT / "docs" / "runtime.md"
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
+TABLE_BEGIN = (
+    "<!-- the runtime settings table: made by python scripts/gen_schema.py from "
+    "toolkit/mmaas/core/runtime_settings.py; do not edit by hand -->"
+)
+TABLE_END = "<!-- end of the runtime settings table -->"
 
 
 def render_schema() -> str:
@@ -50,6 +60,33 @@ def render_schema() -> str:
     return json.dumps(schema, indent=2, sort_keys=True) + "\n"
 
 
+def render_settings_doc(text: str) -> str:
+    """``text`` (docs/runtime.md) with the part between :data:`TABLE_BEGIN` and
+    :data:`TABLE_END` replaced by the table of every runtime setting: its variable, its
+    model.yaml key, what it takes (kind, limits, unit), its default and its doc.
+
+    Raises:
+        ValueError: ``text`` lacks one of the markers.
+    """
+    lines = [
+        "| variable | model.yaml | takes | default | meaning |",
+        "|---|---|---|---|---|",
+    ]
+    for setting in SETTINGS:
+        key = f"`{setting.yaml_key}`" if setting.key else "(environment only)"
+        given = setting.default not in (None, ())
+        default = f"`{setting.format(setting.default)}`" if given else "(unset)"
+        lines.append(
+            f"| `{setting.env}` | {key}{' (given)' if setting.switch else ''} | "
+            f"{setting.kind.expects} | {default} | {setting.doc} |"
+        )
+    head, begin, rest = text.partition(TABLE_BEGIN)
+    _, end, tail = rest.partition(TABLE_END)
+    if not begin or not end:
+        raise ValueError(f"{RUNTIME_DOC} lacks the markers {TABLE_BEGIN!r} and {TABLE_END!r}")
+    return head + begin + "\n" + "\n".join(lines) + "\n" + end + tail
+
+
 def _close_patterns(node: object) -> None:
     """Add ``additionalProperties: false`` to every object schema whose keys have a pattern
     (pydantic writes ``patternProperties`` alone, which lets any other key through)."""
@@ -64,18 +101,22 @@ def _close_patterns(node: object) -> None:
 
 
 def main() -> None:
-    """Command-line entry: write the schema, or with ``--check`` compare it."""
+    """Command-line entry: write the schema and the settings table, or with ``--check``
+    compare them."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if the file is stale")
+    parser.add_argument("--check", action="store_true", help="exit 1 if a file is stale")
     args = parser.parse_args()
-    text = render_schema()
-    current = SCHEMA_PATH.read_text() if SCHEMA_PATH.is_file() else ""
-    if args.check:
+    doc = RUNTIME_DOC.read_text()
+    outputs = {SCHEMA_PATH: render_schema(), RUNTIME_DOC: render_settings_doc(doc)}
+    for path, text in outputs.items():
+        current = path.read_text() if path.is_file() else ""
+        if args.check:
+            if current != text:
+                sys.exit(f"{path} is stale; run python scripts/gen_schema.py")
+            continue
         if current != text:
-            sys.exit(f"{SCHEMA_PATH} is stale; run python scripts/gen_schema.py")
-        return
-    atomic_write_text(SCHEMA_PATH, text)
-    print(f"wrote {SCHEMA_PATH.relative_to(ROOT)}")
+            atomic_write_text(path, text)
+            print(f"wrote {path.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

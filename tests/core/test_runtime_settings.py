@@ -1,5 +1,5 @@
 """The runtime settings table: each row reads its variable's text with its kind's parse
-and check, and the first message names the variable."""
+and check, the first message names the variable, and the docs' table is made from it."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from scripts import gen_schema as generator
 
 from mmaas.core import runtime_settings as table
 from mmaas.core.errors import UsageError
@@ -102,3 +103,17 @@ def test_the_environment_checks_every_row_also_one_only_a_back_end_reads() -> No
     assert Environment({"MMAAS_INSTANCE_COUNT": "3"})[table.INSTANCE_COUNT] == 3
     with pytest.raises(UsageError, match="MMAAS_CUDA_GRAPHS: 'maybe' is not a boolean"):
         Environment({"MMAAS_CUDA_GRAPHS": "maybe"})
+
+
+def test_the_docs_table_is_current() -> None:
+    text = generator.RUNTIME_DOC.read_text()
+    assert text == generator.render_settings_doc(text), (
+        "docs/runtime.md's table of runtime settings is stale: run python scripts/gen_schema.py"
+    )
+    for setting in SETTINGS:
+        assert f"| `{setting.env}` |" in text
+
+
+def test_the_docs_table_needs_its_markers() -> None:
+    with pytest.raises(ValueError, match="lacks the markers"):
+        generator.render_settings_doc("# no table here\n")
