@@ -3,10 +3,11 @@
 * ``templates/`` (top level of the repository) ships inside the wheel as ``mmaas.templates``;
 * the KServe v2 / Triton protocol stubs the server speaks (``grpc_service.proto``,
   ``model_config.proto``) are generated at build time with grpcio-tools' protoc into
-  ``mmaas/server/grpc/protocol/``, from the descriptors that tritonclient's generated
-  modules carry (read as data, never imported), so the server needs neither the
-  tritonclient package nor its heavy ``__init__`` at run time. They are written into the
-  source tree (git-ignored), where every kind of build picks them up.
+  ``mmaas/server/protocol/stubs/`` (the protocol layer both front ends share), from the
+  descriptors that tritonclient's generated modules carry (read as data, never imported),
+  so the server needs neither the tritonclient package nor its heavy ``__init__`` at run
+  time. They are written into the source tree (git-ignored), where every kind of build
+  picks them up.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 from setuptools import find_packages, setup
 
 ROOT = Path(__file__).resolve().parent
-PROTOCOL = Path("mmaas", "server", "grpc", "protocol")
+PROTOCOL = Path("mmaas", "server", "protocol", "stubs")
 PROTOS = {"model_config.proto": "model_config_pb2.py", "grpc_service.proto": "service_pb2.py"}
 
 
@@ -72,6 +73,6 @@ setup(
     package_data={
         "mmaas": ["py.typed"],
         "mmaas.templates": ["*.j2", "*.txt"],
-        "mmaas.server.grpc.protocol": ["*.pyi"],
+        "mmaas.server.protocol.stubs": ["*.pyi"],
     },
 )

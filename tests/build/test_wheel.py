@@ -25,7 +25,7 @@ def test_image_wheels_hold_their_packages_and_are_reproducible(tmp_path: Path) -
     again = pack_wheel(target.runtime_packages, tmp_path / "b")
     assert first.read_bytes() == again.read_bytes()
     names = zipfile.ZipFile(first).namelist()
-    assert "mmaas/server/grpc/protocol/grpc_service_pb2.py" in names
+    assert "mmaas/server/protocol/stubs/grpc_service_pb2.py" in names
     assert "mmaas/backends/onnxruntime/runtime.py" in names
     assert not [n for n in names if n.startswith(("mmaas/cli", "mmaas/spec", "mmaas/build"))]
     assert not [n for n in names if n.startswith("mmaas/backends/tensorrt")]
@@ -79,7 +79,7 @@ def test_installed_mmaas_renders_outside_a_checkout(tmp_path: Path) -> None:
     (wheel,) = wheels.glob("mmaas-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert "mmaas/templates/Dockerfile.onnxruntime.j2" in names
-    assert "mmaas/server/grpc/protocol/grpc_service_pb2.py" in names
+    assert "mmaas/server/protocol/stubs/grpc_service_pb2.py" in names
     site = tmp_path / "site"
     installed = subprocess.run(
         [sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--target", str(site),

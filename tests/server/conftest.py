@@ -262,5 +262,10 @@ def two_outputs_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def mistakes_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _compiled(tmp_path_factory, graphs.mistakes_model)
+
+
+@pytest.fixture(scope="session")
 def large_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _compiled(tmp_path_factory, graphs.large_model)

@@ -109,6 +109,19 @@ def two_outputs_model() -> tuple[onnx.ModelProto, ModelInfo]:
     return _model(nodes, inputs, outputs, (axes,)), _info("two-outputs", inputs, outputs, 8)
 
 
+def mistakes_model() -> tuple[onnx.ModelProto, ModelInfo]:
+    """FP32 ``x`` [-1, 2], UINT8 ``n`` [-1, 2] and BYTES ``t`` [-1, 1] (batch 1..4), each
+    returned as is (``x_out``, ``n_out``, ``t_out``): one input of each kind of data, for
+    sending the same malformed request over gRPC and HTTP."""
+    inputs = [
+        TensorInfo(name, datatype, (-1, dims), min=(1, dims), opt=(2, dims), max=(4, dims))
+        for name, datatype, dims in (("x", "FP32", 2), ("n", "UINT8", 2), ("t", "BYTES", 1))
+    ]
+    outputs = [TensorInfo(f"{t.name}_out", t.datatype, t.shape) for t in inputs]
+    nodes = [helper.make_node("Identity", [t.name], [f"{t.name}_out"]) for t in inputs]
+    return _model(nodes, inputs, outputs), _info("mistakes", inputs, outputs, 4)
+
+
 def large_model() -> tuple[onnx.ModelProto, ModelInfo]:
     """FP32 ``x`` [-1, 3, -1, -1] -> ``y = -x``, profile up to 8x3x640x640 (39 MB in and
     out: C16, messages over 4 MiB)."""

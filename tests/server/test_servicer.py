@@ -169,7 +169,8 @@ def test_fp16_has_no_typed_contents(
     server = module_server(datatypes_dir)
     request = service_pb2.ModelInferRequest(model_name="datatypes")
     for name, (datatype, array) in datatype_inputs(1).items():
-        request.inputs.add(name=name, datatype=datatype, shape=list(array.shape))
+        tensor = request.inputs.add(name=name, datatype=datatype, shape=list(array.shape))
+        tensor.contents.fp32_contents.extend(array.reshape(-1).astype(np.float32).tolist())
     error = rpc_error(server, request)
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "input 'a': FP16 has no typed contents field" in error.details()
@@ -320,7 +321,7 @@ def test_fp64_data_labelled_fp32_is_answered_with_byte_counts(det: RunningServer
     error = rpc_error(det, raw_request("ppocr-det", {"x": ("FP32", [1, 3, 32, 32], data)}))
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert error.details() == (
-        "input 'x': raw_input_contents holds 24576 bytes, but shape "
+        "input 'x': the data holds 24576 bytes, but shape "
         "[1, 3, 32, 32] of FP32 (4 bytes each) needs 12288"
     )
 
@@ -343,7 +344,9 @@ def test_typed_count_mismatch_and_unsupported_parameters(cls: RunningServer) -> 
     request.inputs.add(
         name="x", datatype="FP32", shape=[1, 3, 48, 192]
     ).contents.fp32_contents.extend([0.0] * 10)
-    assert "contents.fp32_contents holds 10 values" in rpc_error(cls, request).details()
+    assert "input 'x': the data holds 10 values, but shape [1, 3, 48, 192] needs 27648" in (
+        rpc_error(cls, request).details()
+    )
     request.inputs[0].contents.fp32_contents.extend([0.0] * (3 * 48 * 192 - 10))
     request.outputs.add(name="save_infer_model/scale_0.tmp_1").parameters[
         "classification"

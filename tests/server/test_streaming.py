@@ -1,5 +1,5 @@
-"""The request path's stream of responses (:meth:`InferencePath.stream`) over an ordinary
-executor and over decoupled ones: one final response, many with the last final, an
+"""The request path's stream of responses (:func:`mmaas.server.inference.responses`) over
+an ordinary executor and over decoupled ones: one final response, many with the last final, an
 added empty final, an error after responses, and cancellation reaching the executor.
 In process, with the real request path and a real served model's signature."""
 
@@ -12,9 +12,9 @@ from contextlib import aclosing
 import numpy as np
 import pytest
 
-from mmaas.server.inference import InferencePath
+from mmaas.server.inference import responses
 from mmaas.server.metrics import ModelMetrics
-from mmaas.server.repository import ConfigFacts, Repository, ServedModel
+from mmaas.server.repository import ConfigFacts, ServedModel
 from mmaas.server.status import Unavailable
 from mmaas.server.streaming import Response, is_decoupled
 
@@ -61,7 +61,7 @@ class Tokens(Ordinary):
             self.closed = True
 
 
-def served(executor: object) -> tuple[InferencePath, ServedModel]:
+def served(executor: object) -> ServedModel:
     info = graphs.ppocr_cls_info()
     model = ServedModel(
         info=info,
@@ -73,13 +73,13 @@ def served(executor: object) -> tuple[InferencePath, ServedModel]:
         executor=executor,  # type: ignore[arg-type]
         state="ready",
     )
-    return InferencePath(Repository([model])), model
+    return model
 
 
 async def collect(executor: object) -> list[Response]:
-    path, model = served(executor)
+    model = served(executor)
     inputs = {"x": np.zeros((1, 3, 48, 192), np.float32)}
-    return [r async for r in path.stream(model, inputs, [TOKEN], None)]
+    return [r async for r in responses(model, inputs, [TOKEN], None)]
 
 
 def test_an_ordinary_model_answers_once_and_final() -> None:
@@ -104,11 +104,11 @@ def test_a_response_flagged_final_is_the_last() -> None:
 
 def test_an_error_after_responses_reaches_the_caller_after_them() -> None:
     executor = Tokens(5, fail_after=2)
-    path, model = served(executor)
+    model = served(executor)
     got: list[Response] = []
 
     async def run() -> None:
-        async for response in path.stream(model, {}, [TOKEN], None):
+        async for response in responses(model, {}, [TOKEN], None):
             got.append(response)
 
     with pytest.raises(RuntimeError, match="failed at step 2"):
@@ -118,10 +118,10 @@ def test_an_error_after_responses_reaches_the_caller_after_them() -> None:
 
 def test_closing_the_stream_stops_the_executor_at_once() -> None:
     executor = Tokens(1000)
-    path, model = served(executor)
+    model = served(executor)
 
     async def run() -> None:
-        async with aclosing(path.stream(model, {}, [TOKEN], None)) as stream:
+        async with aclosing(responses(model, {}, [TOKEN], None)) as stream:
             async for response in stream:
                 if response.outputs[TOKEN][0, 0] == 3:
                     break
@@ -131,11 +131,11 @@ def test_closing_the_stream_stops_the_executor_at_once() -> None:
 
 
 def test_a_model_not_ready_is_unavailable_before_any_response() -> None:
-    path, model = served(Tokens(3))
+    model = served(Tokens(3))
     model.state = "draining"
 
     async def first() -> Response:
-        return await anext(path.stream(model, {}, [TOKEN], None))
+        return await anext(responses(model, {}, [TOKEN], None))
 
     with pytest.raises(Unavailable, match="shutting down"):
         asyncio.run(first())

@@ -143,7 +143,7 @@ CASES = {
     "binary_data_size not the shape's": (
         *binary({"inputs": [GOOD | {"parameters": {"binary_data_size": 8}}]}, b"\0" * 8),
         400,
-        "unexpected size for input 'x'",
+        "input 'x': the data holds 8 bytes, but shape [1, 3, 48, 192] of FP32",
     ),
     "bytes left over": (
         *binary({"inputs": [GOOD | {"parameters": {"binary_data_size": 110592}}]}, b"\0" * 110600),
@@ -154,7 +154,7 @@ CASES = {
         b"\0" * 7,
         {"Inference-Header-Content-Length": "0"},
         400,
-        "unexpected size for input 'x': shape [1, 3, 48, 192]",
+        "input 'x': the data holds 7 bytes, but shape [1, 3, 48, 192]",
     ),
     "unknown encoding": (
         b"{}",

@@ -9,7 +9,7 @@ Layout (Triton's "Model Repository" docs)::
 
 The config is Triton's own ``ModelConfig`` message (``model_config.proto``, the stubs
 mmaas generates from tritonclient's descriptors at install time), built by the same
-function that answers the server's ModelConfig RPC (:func:`mmaas.server.grpc.config.
+function that answers the server's ModelConfig RPC (:func:`mmaas.server.protocol.messages.
 to_model_config`): ``platform`` (``onnxruntime_onnx`` / ``tensorrt_plan``),
 ``max_batch_size``, inputs and outputs with dims from the manifest (the batch axis left
 out when ``max_batch_size > 0``, ``-1`` for dynamic dims, BYTES as ``TYPE_STRING``),
@@ -38,8 +38,8 @@ from mmaas.build.plan import MODEL_DIR
 from mmaas.core.model_dir import verify_model_dir
 from mmaas.export.output import write_folder
 from mmaas.export.source import ExportSource, Say, export_source
-from mmaas.server.grpc.config import to_model_config
 from mmaas.server.metrics import ModelMetrics
+from mmaas.server.protocol.messages import to_model_config
 from mmaas.server.repository import ConfigFacts, ServedModel
 
 ENGINE_FILES = {"onnxruntime": "model.onnx", "tensorrt": "model.plan"}

@@ -1,6 +1,7 @@
 """What every front end serves, one of each per server and shared by the gRPC and HTTP
-front ends: the model repository and the one request path over it, the system shared
-memory registry, the model control (repository extension) and the log settings.
+front ends: the model repository and the one request path over it (the data plane), the
+system shared memory registry, the model control (repository extension) and the log
+settings.
 """
 
 from __future__ import annotations
@@ -8,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from mmaas.server.inference import InferencePath
+from mmaas.server.dataplane import DataPlane
 from mmaas.server.log_settings import LogSettings
 from mmaas.server.model_control import ModelControl, Reload
+from mmaas.server.protocol.shm import SystemSharedMemory
 from mmaas.server.repository import Repository
-from mmaas.server.shm import SystemSharedMemory
 
 
 @dataclass(frozen=True)
@@ -21,7 +22,7 @@ class ServerContext:
     end in refusals (CUDA shared memory)."""
 
     repository: Repository
-    path: InferencePath
+    plane: DataPlane
     shm: SystemSharedMemory
     control: ModelControl
     logs: LogSettings
@@ -44,10 +45,11 @@ class ServerContext:
         async def nothing() -> None:
             return None
 
+        shm = SystemSharedMemory()
         return cls(
             repository=repository,
-            path=InferencePath(repository),
-            shm=SystemSharedMemory(),
+            plane=DataPlane(repository, shm),
+            shm=shm,
             control=ModelControl(repository, reload, changed or nothing),
             logs=LogSettings(log_format, log_level),
             backend=backend,

@@ -7,7 +7,7 @@ docs/design.md, "Model repository"). Each :class:`ServedModel` has its own signa
 limit and config facts, and an :class:`Executor` that computes its requests: the dynamic
 batcher over its engine instances (:class:`mmaas.server.batcher.Scheduler`) for an engine,
 the pipeline kind's own executor for a pipeline model. The request path
-(:mod:`mmaas.server.inference`) finds the model with :meth:`Repository.get` (KServe v2
+(:mod:`mmaas.server.dataplane`) finds the model with :meth:`Repository.get` (KServe v2
 ``model_name`` / ``model_version``; NOT_FOUND for anything else).
 """
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mmaas.core.datatypes import NUMPY_BY_DATATYPE
 from mmaas.core.manifest import ModelInfo, TensorInfo
 from mmaas.core.profile import outside
 from mmaas.server.status import InvalidArgument
@@ -71,11 +70,9 @@ def resolve_outputs(model: ModelInfo, requested: Sequence[str]) -> list[str]:
 
 def _check_tensor(tensor: TensorInfo, datatype: str, shape: tuple[int, ...]) -> None:
     where = f"input {tensor.name!r}"
-    if datatype != tensor.datatype:
-        known = "" if datatype in NUMPY_BY_DATATYPE else " (not a KServe v2 datatype)"
+    if datatype != tensor.datatype:  # a KServe v2 name: the front ends refuse others
         raise InvalidArgument(
-            f"{where}: datatype {datatype}{known}, expected "
-            f"{tensor.datatype} (the engine's I/O datatype)"
+            f"{where}: datatype {datatype}, expected {tensor.datatype} (the engine's I/O datatype)"
         )
     if len(shape) != len(tensor.shape):
         raise InvalidArgument(

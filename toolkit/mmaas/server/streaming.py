@@ -1,27 +1,35 @@
 """The decoupled (streaming) interface: how a served model answers one request with many
 responses (Triton's *decoupled* model transaction policy), and how the request path
-turns every model, decoupled or not, into one stream of responses.
+turns every model, decoupled or not, into one stream of responses (docs/protocol.md,
+"Streaming", states the same contract for clients).
 
 A model's executor computes its requests (``infer(inputs, outputs, timeout_s) -> outputs``).
 An executor that can answer with many responses also implements :class:`Decoupled`:
 ``responses(...)`` is an async iterator of :class:`Response`, e.g. one per generated token
 for a generation model. Its ``infer`` still answers the whole request at once (a client
-of ModelInfer or ``/infer`` gets the joined answer).
+of ModelInfer, ``/infer`` or ``/generate`` gets the joined answer).
 
-Front ends never call an executor: they iterate
-:meth:`mmaas.server.inference.InferencePath.stream`, which yields exactly one final
-response for an ordinary model and every response of a decoupled one, the last always
-flagged ``final`` (an empty final response is added when the executor's iterator ends
-without one). gRPC ``ModelStreamInfer`` sends each as a ``ModelStreamInferResponse``
-(``triton_final_response`` = ``final``; an empty final one only when the request set
-``triton_enable_empty_final_response``); HTTP ``/generate_stream`` as one server-sent
-event each. An exception raised by the iterator is that request's error (one error
-response, then the request ends; other requests on the stream go on). When the client
-goes away the front end closes the iterator (``aclose``): the executor's generator gets
-``GeneratorExit`` at its pending ``await``/``yield`` and must stop there, within one step.
+The rules:
 
-See /work/notes/contracts/streaming.md (the contract note) and Triton's
-``docs/user_guide/decoupled_models.md``.
+* Front ends never call an executor: they iterate
+  :meth:`mmaas.server.dataplane.DataPlane.stream` (over
+  :func:`mmaas.server.inference.responses`), which yields exactly one final response for
+  an ordinary model and every response of a decoupled one, the last always flagged
+  ``final`` (an empty final response is added when the executor's iterator ends without
+  one).
+* gRPC ``ModelStreamInfer`` sends each as a ``ModelStreamInferResponse``
+  (``triton_final_response`` = ``final``; an empty final one only when the request set
+  ``triton_enable_empty_final_response``); HTTP ``/generate_stream`` sends each as one
+  server-sent event with ``"final"``.
+* An exception raised by the iterator is that request's error: one error response, then
+  the request ends; other requests on the same gRPC stream go on.
+* When the client goes away the front end closes the iterator (``aclose``): the
+  executor's generator gets ``GeneratorExit`` at its pending ``await``/``yield`` and must
+  stop there, within one step; the request counts as ``CANCELED`` in the statistics.
+* Outputs of a decoupled model cannot go to shared memory (each response would overwrite
+  the last): such a request is refused before the model runs.
+
+See also Triton's ``docs/user_guide/decoupled_models.md``.
 """
 
 from __future__ import annotations

@@ -1,28 +1,41 @@
-"""KServe v2 protobuf tensors <-> numpy arrays: ``to_*`` decodes, ``from_*`` encodes.
+"""KServe v2 gRPC messages <-> the protocol layer's neutral types: :func:`to_request` reads
+a ``ModelInferRequest``, :func:`from_response` writes a ``ModelInferResponse`` (Triton's
+``grpc_service.proto``; the tensors' bytes and values are the shared codec's,
+:mod:`mmaas.server.protocol.codec`), and :class:`MessageExchange` hands them to the data
+plane.
 
-The wire format is KServe v2 / Open Inference Protocol (Triton's ``grpc_service.proto``):
-a tensor's data is either one ``raw_input_contents`` / ``raw_output_contents`` entry
-(little-endian, row-major; BYTES as elements each prefixed by a 4-byte little-endian
-length; BF16 as 2-byte bfloat16 words, what tritonclient's ``serialize_bf16_tensor``
-sends) or its typed ``contents`` field (:data:`CONTENTS_FIELD`: BF16 values travel in
-``fp32_contents``, rounded to the nearest bfloat16). Datatype names and numpy dtypes
-come from the one table in :mod:`mmaas.core.datatypes`; typed values are converted
-with its one checked cast, so a value the datatype cannot hold is refused, never wrapped.
-Every malformed tensor raises :class:`~mmaas.server.status.InvalidArgument` naming the
-tensor and the field.
+The rules only this wire has are kept here: ``raw_input_contents`` entries pair, in
+order, with the inputs not in shared memory (one each, or none at all: then those inputs
+have typed ``contents``), as Triton pairs them; typed values go in the ``contents`` field
+of their datatype (:data:`CONTENTS_FIELD`: FP16 has none, BF16 travels in
+``fp32_contents``); outputs always travel in ``raw_output_contents``, one entry each (empty
+for one written to shared memory), as Triton sends them.
 """
 
 from __future__ import annotations
 
-import math
-import struct
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any
 
-import numpy as np
-
-from mmaas.core.datatypes import BFLOAT16, NUMPY_BY_DATATYPE, cast_checked, from_numpy
-from mmaas.core.errors import InputError, UsageError
+from mmaas.server.protocol.codec import numpy_dtype, to_raw
+from mmaas.server.protocol.shm import TensorRef, tensor_ref
+from mmaas.server.protocol.stubs import grpc_service_pb2 as service_pb2
+from mmaas.server.protocol.types import (
+    RAW,
+    SHARED,
+    VALUES,
+    InferInput,
+    InferRequest,
+    InferResponse,
+    Param,
+    RawBytes,
+    RequestedOutput,
+    Source,
+    Values,
+    one_source,
+)
+from mmaas.server.repository import ServedModel
 from mmaas.server.status import InvalidArgument
 
 # KServe v2 InferTensorContents field per datatype; FP16 travels only as raw bytes; BF16,
@@ -43,230 +56,119 @@ CONTENTS_FIELD: dict[str, str | None] = {
     "FP64": "fp64_contents",
     "BYTES": "bytes_contents",
 }
-LENGTH_PREFIX = struct.Struct("<I")
 
 
-class Tensor(Protocol):
-    """What InferInputTensor and InferOutputTensor share (KServe v2 ``*Tensor``)."""
-
-    name: str
-    datatype: str
-    shape: Any
-    contents: Any
-
-    def HasField(self, field_name: str) -> bool:
-        """protobuf's presence test, e.g. ``HasField("contents")``."""
-        ...
+def to_parameters(parameters: Mapping[str, Any]) -> dict[str, Param]:
+    """KServe v2 ``map<string, InferParameter>`` -> ``{key: bool | int | float | str}``
+    (the set ``parameter_choice``; None when none is set)."""
+    plain: dict[str, Param] = {}
+    for key, value in parameters.items():
+        choice = value.WhichOneof("parameter_choice")
+        plain[key] = getattr(value, choice) if choice else None
+    return plain
 
 
-def to_array(
-    tensor: Tensor, raw: bytes | memoryview | None, source: str = "raw_input_contents"
-) -> np.ndarray:
-    """Decode one tensor from ``raw`` (its raw contents entry, or its bytes in shared memory:
-    ``source`` names where they came from in messages) or, when ``raw`` is None, from its
-    typed ``contents``. BYTES become an ``object`` array of ``bytes``.
+def to_request(message: Any, size: int) -> InferRequest:
+    """The neutral request of a ``ModelInferRequest`` of ``size`` bytes on the wire.
 
     Raises:
-        InvalidArgument: unknown datatype, negative dims, a byte length or value count
-            that does not match shape x element size, typed contents in the wrong field,
-            or a BYTES length prefix that runs past the data.
+        InvalidArgument: an unknown datatype, raw entries that do not pair with the inputs,
+            an input with no data source or several, typed values in the wrong field (or
+            for FP16), malformed shared memory parameters.
     """
-    where = f"input {tensor.name!r}"
-    dtype = _numpy_dtype(tensor.datatype, where)
-    shape = _shape(tensor.shape, where)
-    count = math.prod(shape)
-    if raw is None:
-        return _from_contents(tensor, dtype, shape, count, where)
-    if tensor.datatype == "BYTES":
-        elements = decode_bytes(bytes(raw), count, f"{where}: {source}")
-        return _object_array(elements, shape)
-    expected = count * dtype.itemsize
-    if len(raw) != expected:
+    shared: dict[str, TensorRef] = {}
+    for tensor in message.inputs:
+        numpy_dtype(tensor.datatype, f"input {tensor.name!r}")
+        ref = tensor_ref(to_parameters(tensor.parameters), f"input {tensor.name!r}")
+        if ref is not None:
+            shared[tensor.name] = ref
+    raw = message.raw_input_contents
+    plain = [tensor for tensor in message.inputs if tensor.name not in shared]
+    if raw and len(raw) != len(plain):
+        held = f" (and {len(shared)} in shared memory)" if shared else ""
         raise InvalidArgument(
-            f"{where}: {source} holds {len(raw)} bytes, but shape {list(shape)} of "
-            f"{tensor.datatype} ({dtype.itemsize} bytes each) needs {expected}"
-        )
-    return np.frombuffer(raw, dtype=dtype.newbyteorder("<")).reshape(shape)
-
-
-def from_array(tensor: Tensor, array: np.ndarray, *, typed: bool = False) -> bytes | None:
-    """Encode ``array`` into ``tensor`` (datatype and shape always; the data in its typed
-    ``contents`` when ``typed``, else returned as the raw contents entry).
-
-    Raises:
-        UsageError: the array's dtype has no KServe v2 datatype, or ``typed`` is asked for
-            FP16, which has no typed contents field.
-    """
-    datatype = from_numpy(array.dtype)
-    tensor.datatype = datatype
-    del tensor.shape[:]
-    tensor.shape.extend(array.shape)
-    if datatype == "BYTES":
-        elements = [_as_bytes(value) for value in array.reshape(-1)]
-        if not typed:
-            return encode_bytes(elements)
-        tensor.contents.bytes_contents.extend(elements)
-        return None
-    if not typed:
-        return np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<")).tobytes()
-    field = CONTENTS_FIELD[datatype]
-    if field is None:
-        raise UsageError(f"{datatype} has no typed contents field in KServe v2; send it raw")
-    flat = array.reshape(-1)
-    getattr(tensor.contents, field).extend(
-        (flat.astype(np.float32) if array.dtype == BFLOAT16 else flat).tolist()
-    )
-    return None
-
-
-def to_inputs(
-    inputs: Sequence[Tensor],
-    raw_contents: Sequence[bytes],
-    shared: Mapping[str, tuple[memoryview, str]] | None = None,
-) -> dict[str, np.ndarray]:
-    """Decode a ModelInferRequest's ``inputs`` into ``{name: array}``. ``shared`` holds the
-    bytes of the inputs in shared memory (``{name: (bytes, where they lie)}``); the
-    ``raw_input_contents`` entries pair, in order, with the other inputs (one each, or none
-    at all: then every other input has typed contents), as Triton pairs them.
-
-    Raises:
-        InvalidArgument: raw entries do not pair one-to-one with those inputs, an input
-            has both raw (or shared memory) and typed data, an input name repeats, or a
-            tensor is malformed.
-    """
-    shared = shared or {}
-    plain = [tensor for tensor in inputs if tensor.name not in shared]
-    if raw_contents and len(raw_contents) != len(plain):
-        held = f" (and {len(inputs) - len(plain)} in shared memory)" if shared else ""
-        raise InvalidArgument(
-            f"raw_input_contents has {len(raw_contents)} entries for {len(plain)} inputs{held}; "
+            f"raw_input_contents has {len(raw)} entries for {len(plain)} inputs{held}; "
             "send one per input, in the order of inputs, or use typed contents for all"
         )
-    raw_entries = iter(raw_contents)
-    arrays: dict[str, np.ndarray] = {}
-    for tensor in inputs:
-        if tensor.name in arrays:
-            raise InvalidArgument(f"input {tensor.name!r} appears twice in inputs")
+    entries = iter(raw)
+    inputs = []
+    for tensor in message.inputs:
+        given: dict[str, Source | None] = {}
         if tensor.name in shared:
-            data, source = shared[tensor.name]
-            raw: bytes | memoryview | None = data
-        else:
-            raw, source = (next(raw_entries) if raw_contents else None), "raw_input_contents"
-        if raw is not None and tensor.HasField("contents"):
-            raise InvalidArgument(
-                f"input {tensor.name!r} has both {source.split(' (')[0]} and "
-                "typed contents; send one of them"
+            given[SHARED] = shared[tensor.name]
+        elif raw:
+            given[RAW] = RawBytes(next(entries))
+        if tensor.HasField("contents"):
+            given[VALUES] = None  # read once it is known to be the only source
+        source = given[one_source(tensor.name, list(given))]
+        data = source if source is not None else Values(_typed_values(tensor))
+        inputs.append(
+            InferInput(
+                tensor.name,
+                tensor.datatype,
+                tuple(tensor.shape),
+                data,
+                to_parameters(tensor.parameters),
             )
-        arrays[tensor.name] = to_array(tensor, raw, source)
-    return arrays
-
-
-def from_outputs(response: Any, arrays: Mapping[str, np.ndarray]) -> None:
-    """Append each array to a ModelInferResponse as an output tensor (by name, in the
-    mapping's order) with its data in ``raw_output_contents``."""
-    for name, array in arrays.items():
-        tensor = response.outputs.add(name=name)
-        raw = from_array(tensor, array)
-        response.raw_output_contents.append(raw)
-
-
-def decode_bytes(raw: bytes, count: int, where: str) -> list[bytes]:
-    """Split KServe v2 raw BYTES into ``count`` elements (4-byte little-endian length,
-    then that many bytes; empty elements allowed).
-
-    Raises:
-        InvalidArgument: a length prefix is cut short or claims more bytes than follow,
-            fewer than ``count`` elements are present, or bytes are left over.
-    """
-    elements: list[bytes] = []
-    offset = 0
-    view = memoryview(raw)
-    for index in range(count):
-        if offset + LENGTH_PREFIX.size > len(raw):
-            raise InvalidArgument(
-                f"{where}: BYTES element {index} of {count} is missing "
-                f"(only {len(raw) - offset} bytes left at offset {offset}, "
-                "a 4-byte length prefix is needed)"
-            )
-        (length,) = LENGTH_PREFIX.unpack_from(view, offset)
-        offset += LENGTH_PREFIX.size
-        if offset + length > len(raw):
-            raise InvalidArgument(
-                f"{where}: BYTES element {index} claims {length} bytes but "
-                f"only {len(raw) - offset} follow its length prefix"
-            )
-        elements.append(bytes(view[offset : offset + length]))
-        offset += length
-    if offset != len(raw):
-        raise InvalidArgument(
-            f"{where}: {len(raw) - offset} bytes left after the {count} "
-            "BYTES elements the shape calls for"
         )
-    return elements
+    return InferRequest(
+        id=message.id,
+        inputs=inputs,
+        outputs=[_output(tensor) for tensor in message.outputs],
+        parameters=to_parameters(message.parameters),
+        size=size,
+    )
 
 
-def encode_bytes(elements: Sequence[bytes]) -> bytes:
-    """Join BYTES elements as KServe v2 raw contents: each a 4-byte LE length + data."""
-    return b"".join(LENGTH_PREFIX.pack(len(element)) + element for element in elements)
+def from_response(response: InferResponse) -> Any:
+    """The ``ModelInferResponse`` of ``response``: every output's datatype and shape, its
+    bytes in ``raw_output_contents`` (an empty entry when it went to shared memory)."""
+    message = service_pb2.ModelInferResponse(
+        model_name=response.model_name, model_version=response.model_version, id=response.id
+    )
+    for output in response.outputs:
+        message.outputs.add(name=output.name, datatype=output.datatype, shape=output.shape)
+        message.raw_output_contents.append(b"" if output.data is None else to_raw(output.data))
+    return message
 
 
-def _from_contents(
-    tensor: Tensor, dtype: np.dtype, shape: tuple[int, ...], count: int, where: str
-) -> np.ndarray:
+@dataclass
+class MessageExchange:
+    """A ``ModelInferRequest`` (``size`` bytes on the wire) as the data plane reads it, and
+    its ``ModelInferResponse`` (:class:`mmaas.server.dataplane.Exchange`)."""
+
+    message: Any
+    size: int
+
+    async def read(self, model: ServedModel) -> InferRequest:
+        """:func:`to_request` of the message (the model is not needed to read it)."""
+        return to_request(self.message, self.size)
+
+    def write(self, model: ServedModel, request: InferRequest, response: InferResponse) -> Any:
+        """:func:`from_response`."""
+        return from_response(response)
+
+
+def _typed_values(tensor: Any) -> Sequence[Any]:
+    where = f"input {tensor.name!r}"
     field = CONTENTS_FIELD[tensor.datatype]
-    present = [descriptor.name for descriptor, _ in tensor.contents.ListFields()]
     if field is None:
         raise InvalidArgument(
-            f"{where}: {tensor.datatype} has no typed contents field in "
-            "KServe v2; send it in raw_input_contents"
+            f"{where}: {tensor.datatype} has no typed contents field in KServe v2; "
+            "send it in raw_input_contents"
         )
+    present = [descriptor.name for descriptor, _ in tensor.contents.ListFields()]
     if present and present != [field]:
         raise InvalidArgument(
             f"{where}: {tensor.datatype} data goes in contents.{field}, "
             f"got contents.{', contents.'.join(present)}"
         )
-    values = getattr(tensor.contents, field)
-    if len(values) != count:
-        raise InvalidArgument(
-            f"{where}: contents.{field} holds {len(values)} values, but "
-            f"shape {list(shape)} needs {count}"
-        )
-    if tensor.datatype == "BYTES":
-        return _object_array(list(values), shape)
-    try:
-        return cast_checked(np.array(values), dtype, f"{where}: contents.{field}").reshape(shape)
-    except InputError as exc:
-        raise InvalidArgument(exc.message) from None
+    values: Sequence[Any] = getattr(tensor.contents, field)
+    return values
 
 
-def _object_array(elements: list[bytes], shape: tuple[int, ...]) -> np.ndarray:
-    array = np.empty(len(elements), dtype=object)
-    array[:] = elements
-    return array.reshape(shape)
-
-
-def _numpy_dtype(datatype: str, where: str) -> np.dtype:
-    try:
-        return NUMPY_BY_DATATYPE[datatype]
-    except KeyError:
-        raise InvalidArgument(
-            f"{where}: datatype {datatype!r} is not a KServe v2 datatype "
-            f"({', '.join(NUMPY_BY_DATATYPE)})"
-        ) from None
-
-
-def _shape(dims: Sequence[int], where: str) -> tuple[int, ...]:
-    if any(dim < 0 for dim in dims):
-        raise InvalidArgument(
-            f"{where}: shape {list(dims)} has a negative dim; a request "
-            "states the concrete size of every axis"
-        )
-    return tuple(dims)
-
-
-def _as_bytes(value: object) -> bytes:
-    if isinstance(value, bytes):
-        return value
-    if isinstance(value, str):
-        return value.encode()
-    return str(value).encode()
+def _output(tensor: Any) -> RequestedOutput:
+    parameters = to_parameters(tensor.parameters)
+    return RequestedOutput(
+        tensor.name, parameters, tensor_ref(parameters, f"output {tensor.name!r}")
+    )

@@ -1,7 +1,8 @@
 """The Triton extensions of ``GRPCInferenceService`` beyond inference: system shared memory
-(:mod:`mmaas.server.shm`), CUDA shared memory (refused: :func:`~mmaas.server.shm.cuda_unsupported`;
-status and unregister answer, empty, as perf_analyzer needs), log settings and trace
-settings (:mod:`mmaas.server.log_settings`). Each method converts the message, calls the
+(:mod:`mmaas.server.protocol.shm`), CUDA shared memory (refused:
+:func:`~mmaas.server.protocol.shm.cuda_unsupported`; status and unregister answer, empty,
+as perf_analyzer needs), log settings and trace settings
+(:mod:`mmaas.server.log_settings`). Each method converts the message, calls the
 protocol-neutral part, converts back; a refusal's status name becomes the gRPC status.
 """
 
@@ -10,9 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from mmaas.server.context import ServerContext
-from mmaas.server.grpc.protocol import grpc_service_pb2 as service_pb2
 from mmaas.server.log_settings import trace_settings
-from mmaas.server.shm import cuda_unsupported
+from mmaas.server.protocol.shm import cuda_unsupported
+from mmaas.server.protocol.stubs import grpc_service_pb2 as service_pb2
 
 
 class Extensions:

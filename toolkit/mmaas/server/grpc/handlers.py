@@ -14,9 +14,9 @@ from typing import Any
 import grpc
 
 from mmaas.server.grpc.extensions import Extensions
-from mmaas.server.grpc.protocol import grpc_service_pb2 as service_pb2
-from mmaas.server.grpc.servicer import SERVICE, InferenceServicer, SizedRequest
+from mmaas.server.grpc.servicer import SERVICE, InferenceServicer, SizedRequest, abort
 from mmaas.server.inference import failure_of
+from mmaas.server.protocol.stubs import grpc_service_pb2 as service_pb2
 from mmaas.server.status import RequestError
 
 
@@ -52,8 +52,7 @@ def _answering(method: Callable[[Any], Any]) -> Callable[[Any, Any], Any]:
         try:
             return await method(request)
         except RequestError as exc:
-            failure = failure_of(exc)
-            await context.abort(grpc.StatusCode[failure.status], failure.message)
+            await abort(context, failure_of(exc))
 
     handler.__doc__ = method.__doc__
     return handler

@@ -1,34 +1,31 @@
 """The KServe v2 ``inference.GRPCInferenceService`` (Triton's ``grpc_service.proto``, the
-stubs generated at build time into :mod:`mmaas.server.grpc.protocol`), so unmodified
+stubs generated at build time into :mod:`mmaas.server.protocol.stubs`), so unmodified
 ``tritonclient.grpc`` works: health, metadata, config, statistics, ModelInfer,
 ModelStreamInfer (:mod:`.stream`) and the model repository extension here; shared memory,
 log and trace settings in :mod:`.extensions`; every RPC bound by :mod:`.handlers`.
 
-Methods are thin: convert at the edge (:mod:`.tensors`, :mod:`.converters`), call the one
-request path (:class:`mmaas.server.inference.InferencePath`: the model's lookup in the
-repository, checks, its executor, its statistics), convert back; a failure's status name
-becomes the gRPC status.
+Methods are thin: translate at the edge (:mod:`.converters`), call the one request path
+(:class:`mmaas.server.dataplane.DataPlane`: the model's lookup, checks, decoding, its
+executor, its statistics), translate back; a failure's status name becomes the gRPC
+status (:func:`abort`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from contextlib import aclosing
 from typing import Any, NamedTuple
 
 import grpc
-import numpy as np
 
 import mmaas
 from mmaas.server.context import ServerContext
-from mmaas.server.grpc import config
-from mmaas.server.grpc.protocol import grpc_service_pb2 as service_pb2
+from mmaas.server.dataplane import Failed
+from mmaas.server.grpc.converters import MessageExchange
 from mmaas.server.grpc.stream import stream_infer
-from mmaas.server.grpc.tensors import DecodedRequest, decode_request, encode_outputs
-from mmaas.server.repository import ServedModel
-from mmaas.server.shm import TensorRef
-from mmaas.server.status import RequestError, Unsupported
-from mmaas.server.streaming import is_decoupled
+from mmaas.server.inference import Failure
+from mmaas.server.protocol import messages
+from mmaas.server.protocol.stubs import grpc_service_pb2 as service_pb2
+from mmaas.server.status import Unsupported
 
 SERVICE = "inference.GRPCInferenceService"
 # What is honoured (CUDA shared memory and tracing are answered, refused, not listed)
@@ -59,8 +56,7 @@ class InferenceServicer:
 
     def __init__(self, context: ServerContext) -> None:
         self.repository = context.repository
-        self.path = context.path
-        self.shm = context.shm
+        self.plane = context.plane
         self.control = context.control
 
     async def ServerLive(self, request: Any) -> Any:
@@ -74,7 +70,7 @@ class InferenceServicer:
 
     async def ModelReady(self, request: Any) -> Any:
         """Readiness of the named model; NOT_FOUND for another name or version."""
-        model = self.path.lookup(request.name, request.version)
+        model = self.plane.lookup(request.name, request.version)
         return service_pb2.ModelReadyResponse(ready=model.ready)
 
     async def ServerMetadata(self, request: Any) -> Any:
@@ -86,45 +82,43 @@ class InferenceServicer:
     async def ModelMetadata(self, request: Any) -> Any:
         """Names, datatypes and shapes (-1 = dynamic, batch axis included), and every
         version string the model answers to."""
-        model = self.path.lookup(request.name, request.version)
-        return config.to_metadata(model)
+        model = self.plane.lookup(request.name, request.version)
+        return messages.to_metadata(model)
 
     async def ModelConfig(self, request: Any) -> Any:
-        """Triton's model configuration of the named model (see :mod:`.config`)."""
-        model = self.path.lookup(request.name, request.version)
-        return service_pb2.ModelConfigResponse(config=config.to_model_config(model))
+        """Triton's model configuration of the named model
+        (:func:`~mmaas.server.protocol.messages.to_model_config`)."""
+        model = self.plane.lookup(request.name, request.version)
+        return service_pb2.ModelConfigResponse(config=messages.to_model_config(model))
 
     async def ModelStatistics(self, request: Any) -> Any:
         """Triton's cumulative inference statistics of the named model, or of every model
-        when the name is empty (see :mod:`.metrics`)."""
+        when the name is empty (see :mod:`mmaas.server.metrics`)."""
         if request.name:
-            models = [self.path.lookup(request.name, request.version)]
+            models = [self.plane.lookup(request.name, request.version)]
         else:
             models = list(self.repository)
-        return config.to_statistics(models)
+        return messages.to_statistics(models)
 
     async def ModelInfer(self, request: SizedRequest, context: Any) -> Any:
         """Run one inference; outputs in ``raw_output_contents`` or shared memory.
         ``request`` comes from :meth:`SizedRequest.parse`."""
         message = request.message
+        exchange = MessageExchange(message, request.size)
         try:
-            model = self.path.lookup(message.model_name, message.model_version)
-        except RequestError as exc:  # an unknown model has no statistics to count it in
-            await context.abort(grpc.StatusCode[exc.status], exc.message)
-        async with self.path.accounted(model, message.id) as outcome:
-            try:
-                decoded, outputs = self.decode(model, request)
-                results = await self.path.run(
-                    model, decoded.arrays, outputs, context.time_remaining()
-                )
-                return self.infer_response(model, message.id, results, decoded.output_refs)
-            except Exception as exc:
-                failure = outcome.failed(exc)
-                await context.abort(grpc.StatusCode[failure.status], failure.message)
+            return await self.plane.infer(
+                message.model_name,
+                message.model_version,
+                exchange,
+                context.time_remaining(),
+                message.id,
+            )
+        except Failed as failed:
+            await abort(context, failed.failure)
 
     async def ModelStreamInfer(self, requests: Any, context: Any) -> Any:
         """Bidirectional streaming inference (see :mod:`.stream`)."""
-        async with aclosing(stream_infer(self, requests, context)) as responses:
+        async with aclosing(stream_infer(self.plane, requests, context)) as responses:
             async for response in responses:
                 yield response
 
@@ -152,33 +146,12 @@ class InferenceServicer:
         await self.control.unload(request.model_name, _repository_parameters(request))
         return service_pb2.RepositoryModelUnloadResponse()
 
-    def decode(self, model: ServedModel, request: SizedRequest) -> tuple[DecodedRequest, list[str]]:
-        """Check ``request`` for ``model`` (readiness, size, signature) and decode it;
-        returns the decoded request and the outputs to compute."""
-        message = request.message
-        headers = [(t.name, t.datatype, t.shape) for t in message.inputs]
-        requested = [output.name for output in message.outputs]
-        outputs = self.path.admit(model, request.size, headers, requested)
-        return decode_request(message, self.shm), outputs
 
-    def infer_response(
-        self,
-        model: ServedModel,
-        request_id: str,
-        results: Mapping[str, np.ndarray],
-        refs: Mapping[str, TensorRef],
-    ) -> Any:
-        """The ModelInferResponse of ``results`` (outputs with ``refs`` go to shm)."""
-        response = service_pb2.ModelInferResponse(
-            model_name=model.name, model_version=model.version, id=request_id
-        )
-        encode_outputs(response, results, refs, self.shm)
-        return response
-
-    @staticmethod
-    def is_decoupled(model: ServedModel) -> bool:
-        """True when ``model`` answers with many responses."""
-        return is_decoupled(model.executor)
+async def abort(context: Any, failure: Failure) -> None:
+    """End the RPC with ``failure`` (``context.abort`` raises). The gRPC front end's error
+    table is the status enum itself: every request-path status is named after its gRPC
+    code (:mod:`mmaas.server.status`)."""
+    await context.abort(grpc.StatusCode[failure.status], failure.message)
 
 
 def _no_repository_name(request: Any) -> None:

@@ -1,14 +1,16 @@
 """``ModelStreamInfer``: KServe v2 / Triton's bidirectional streaming inference RPC.
 
 Every request on the stream runs as its own task (the batcher may stack requests of one
-stream), and its responses go back as they come: one for an ordinary model, every
-response of a decoupled one (:mod:`mmaas.server.streaming`), each with the request's
-``id`` and ``parameters["triton_final_response"]``. An empty final response is sent only
-when the request set ``triton_enable_empty_final_response`` (Triton's rule,
+stream) through the data plane's stream of responses
+(:meth:`mmaas.server.dataplane.DataPlane.stream`), and its responses go back as they
+come: one for an ordinary model, every response of a decoupled one
+(:mod:`mmaas.server.streaming`), each with the request's ``id`` and
+``parameters["triton_final_response"]``. An empty final response is sent only when the
+request set ``triton_enable_empty_final_response`` (Triton's rule,
 ``src/grpc/stream_infer_handler.cc``). A failed request gets one response with
-``error_message`` and its ``id`` (and model name/version), and the stream goes on (C26).
-When the client half-closes, the stream ends once every request is answered; when it
-cancels, every request still running is cancelled.
+``error_message`` and its ``id`` (and model name/version), and the stream goes on: one bad
+request never ends the others. When the client half-closes, the stream ends once every
+request is answered; when it cancels, every request still running is cancelled.
 """
 
 from __future__ import annotations
@@ -18,22 +20,55 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-from mmaas.server.grpc.protocol import grpc_service_pb2 as service_pb2
-from mmaas.server.inference import failure_of
-from mmaas.server.status import InvalidArgument, RequestError
-from mmaas.server.streaming import Response
+from mmaas.server.dataplane import DataPlane, Failed
+from mmaas.server.grpc.converters import MessageExchange, from_response, to_parameters
+from mmaas.server.protocol.stubs import grpc_service_pb2 as service_pb2
+from mmaas.server.protocol.types import InferRequest, InferResponse
+from mmaas.server.repository import ServedModel
+from mmaas.server.status import InvalidArgument
 
 EMPTY_FINAL = "triton_enable_empty_final_response"
 FINAL = "triton_final_response"
 _END = object()
 
 
-async def stream_infer(servicer: Any, requests: AsyncIterator[Any], context: Any) -> Any:
-    """The RPC's handler (an async generator of ModelStreamInferResponse): ``servicer`` is
-    the :class:`~mmaas.server.grpc.servicer.InferenceServicer`, ``requests`` the stream of
-    :class:`~mmaas.server.grpc.servicer.SizedRequest`."""
+class StreamExchange(MessageExchange):
+    """A request of the stream: read as a ModelInferRequest (with Triton's empty final
+    response wish), each response written as a ModelStreamInferResponse."""
+
+    empty_final = False
+
+    async def read(self, model: ServedModel) -> InferRequest:
+        """The request, and whether it wants an empty final response.
+
+        Raises:
+            InvalidArgument: ``triton_enable_empty_final_response`` is not a bool_param.
+        """
+        value = to_parameters(self.message.parameters).get(EMPTY_FINAL, False)
+        if not isinstance(value, bool):
+            raise InvalidArgument(
+                f"invalid value type for {EMPTY_FINAL!r} parameter, expected bool_param"
+            )
+        self.empty_final = value
+        return await super().read(model)
+
+    def write(self, model: ServedModel, request: InferRequest, response: InferResponse) -> Any:
+        """The ModelStreamInferResponse of ``response`` with ``triton_final_response``."""
+        message = from_response(response)
+        message.parameters[FINAL].bool_param = response.final
+        return service_pb2.ModelStreamInferResponse(infer_response=message)
+
+    def sends(self, response: Any) -> bool:
+        """False for the empty final response the request did not ask for."""
+        infer = response.infer_response
+        return bool(infer.outputs) or not infer.parameters[FINAL].bool_param or self.empty_final
+
+
+async def stream_infer(plane: DataPlane, requests: AsyncIterator[Any], context: Any) -> Any:
+    """The RPC's handler (an async generator of ModelStreamInferResponse) over ``plane``;
+    ``requests`` is the stream of :class:`~mmaas.server.grpc.servicer.SizedRequest`."""
     queue: asyncio.Queue[Any] = asyncio.Queue()
-    reader = asyncio.ensure_future(_read(servicer, requests, queue, context))
+    reader = asyncio.ensure_future(_read(plane, requests, queue, context))
     try:
         while (item := await queue.get()) is not _END:
             yield item
@@ -44,11 +79,11 @@ async def stream_infer(servicer: Any, requests: AsyncIterator[Any], context: Any
             await reader
 
 
-async def _read(servicer: Any, requests: AsyncIterator[Any], queue: Any, context: Any) -> None:
+async def _read(plane: DataPlane, requests: AsyncIterator[Any], queue: Any, context: Any) -> None:
     tasks: set[asyncio.Task[None]] = set()
     try:
         async for request in requests:
-            task = asyncio.ensure_future(_answer(servicer, request, queue, context))
+            task = asyncio.ensure_future(_answer(plane, request, queue, context))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
         if tasks:
@@ -59,53 +94,27 @@ async def _read(servicer: Any, requests: AsyncIterator[Any], queue: Any, context
         queue.put_nowait(_END)
 
 
-async def _answer(servicer: Any, sized: Any, queue: Any, context: Any) -> None:
+async def _answer(plane: DataPlane, sized: Any, queue: Any, context: Any) -> None:
     """Answer one request of the stream: its responses, or one error response."""
     request = sized.message
-    path = servicer.path
+    exchange = StreamExchange(request, sized.size)
+    deadline_s = context.time_remaining()
     try:
-        model = path.lookup(request.model_name, request.model_version)
-    except RequestError as exc:  # an unknown model has no statistics to count it in
-        queue.put_nowait(_error(request, failure_of(exc).message, request.model_name, ""))
-        return
-    async with path.accounted(model, request.id) as outcome:
-        try:
-            decoded, outputs = servicer.decode(model, sized)
-            empty_final = _empty_final_wanted(decoded.parameters)
-            if decoded.output_refs and servicer.is_decoupled(model):
-                raise InvalidArgument(
-                    "outputs of a decoupled model cannot go to shared memory (each response "
-                    "would overwrite the last); drop shared_memory_region from the outputs"
-                )
-            responses = path.stream(model, decoded.arrays, outputs, context.time_remaining())
-            async with contextlib.aclosing(responses) as stream:
-                async for response in stream:
-                    if response.outputs or not response.final or empty_final:
-                        queue.put_nowait(_response(servicer, model, request, decoded, response))
-        except Exception as exc:
-            failure = outcome.failed(exc)
-            queue.put_nowait(_error(request, failure.message, model.name, model.version))
-
-
-def _response(servicer: Any, model: Any, request: Any, decoded: Any, response: Response) -> Any:
-    message = servicer.infer_response(model, request.id, response.outputs, decoded.output_refs)
-    message.parameters[FINAL].bool_param = response.final
-    return service_pb2.ModelStreamInferResponse(infer_response=message)
-
-
-def _error(request: Any, message: str, model_name: str, model_version: str) -> Any:
-    return service_pb2.ModelStreamInferResponse(
-        error_message=message,
-        infer_response=service_pb2.ModelInferResponse(
-            id=request.id, model_name=model_name, model_version=model_version
-        ),
-    )
-
-
-def _empty_final_wanted(parameters: dict[str, Any]) -> bool:
-    value = parameters.get(EMPTY_FINAL, False)
-    if not isinstance(value, bool):
-        raise InvalidArgument(
-            f"invalid value type for {EMPTY_FINAL!r} parameter, expected bool_param"
+        responses = plane.stream(
+            request.model_name, request.model_version, exchange, deadline_s, request.id
         )
-    return value
+        async with contextlib.aclosing(responses) as stream:
+            async for response in stream:
+                if exchange.sends(response):
+                    queue.put_nowait(response)
+    except Failed as failed:
+        model = failed.model
+        name, version = (model.name, model.version) if model else (request.model_name, "")
+        queue.put_nowait(
+            service_pb2.ModelStreamInferResponse(
+                error_message=failed.failure.message,
+                infer_response=service_pb2.ModelInferResponse(
+                    id=request.id, model_name=name, model_version=version
+                ),
+            )
+        )

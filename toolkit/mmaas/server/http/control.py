@@ -73,7 +73,7 @@ class ControlEndpoints:
 
     async def _trace(self, request: Request) -> Response:
         if "model" in request.path_params:
-            self.context.path.lookup(request.path_params["model"], "")
+            self.context.plane.lookup(request.path_params["model"], "")
         changes = (
             {} if request.method == "GET" else await _json_object(request, "the trace settings")
         )

@@ -1,7 +1,7 @@
 """The KServe v2 REST endpoints other than inference: health, server and model metadata,
-model config, statistics, readiness and the repository index. Documents are the gRPC
-front end's messages (:mod:`mmaas.server.grpc.config`) printed by :mod:`.protojson`, so
-both front ends report the same facts.
+model config, statistics, readiness and the repository index. Documents are the protocol
+layer's messages (:mod:`mmaas.server.protocol.messages`, the ones gRPC answers) printed by
+:mod:`.protojson`, so both front ends report the same facts.
 
 Health answers ``{"live": true}`` / ``{"ready": true}`` (the KServe SDK's REST client reads
 the body; Triton's clients read only the status) and 503 ``{"ready": false}`` while the
@@ -15,10 +15,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 import mmaas
-from mmaas.server.grpc import config
+from mmaas.server.dataplane import DataPlane
 from mmaas.server.http.errors import answer, json_response
 from mmaas.server.http.protojson import to_json
-from mmaas.server.inference import InferencePath
+from mmaas.server.protocol import messages
 from mmaas.server.repository import ServedModel
 
 # Triton's extension names (ServerMetadata) for what this front end honours: gRPC's list
@@ -36,11 +36,11 @@ CACHE_STATS = ("cache_hit", "cache_miss")
 
 
 class Endpoints:
-    """The endpoints over one request path; each takes a Starlette request."""
+    """The endpoints over the data plane; each takes a Starlette request."""
 
-    def __init__(self, path: InferencePath) -> None:
-        self.path = path
-        self.repository = path.repository
+    def __init__(self, plane: DataPlane) -> None:
+        self.plane = plane
+        self.repository = plane.repository
 
     async def live(self, request: Request) -> Response:
         """``GET /v2/health/live``: live as soon as the process answers."""
@@ -80,18 +80,18 @@ class Endpoints:
 
     async def _metadata(self, request: Request) -> Response:
         model = self._lookup(request)
-        return json_response(to_json(config.to_metadata(model)))
+        return json_response(to_json(messages.to_metadata(model)))
 
     async def _config(self, request: Request) -> Response:
         model = self._lookup(request)
-        return json_response(to_json(config.to_model_config(model)))
+        return json_response(to_json(messages.to_model_config(model)))
 
     async def _statistics(self, request: Request) -> Response:
         if "model" in request.path_params:
             models = [self._lookup(request)]
         else:
             models = list(self.repository)
-        message = config.to_statistics(models)
+        message = messages.to_statistics(models)
         for stats in message.model_stats:
             for name in CACHE_STATS:  # perf_analyzer reads them: always present
                 getattr(stats.inference_stats, name).SetInParent()
@@ -99,4 +99,4 @@ class Endpoints:
 
     def _lookup(self, request: Request) -> ServedModel:
         params = request.path_params
-        return self.path.lookup(params["model"], params.get("version", ""))
+        return self.plane.lookup(params["model"], params.get("version", ""))

@@ -3,8 +3,9 @@ in the ``.proto``, 64-bit integers as JSON numbers (not protobuf-JSON strings: T
 core "fixes int64 fields to be actual numbers", ``model_config_utils.cc``, and
 perf_analyzer reads statistics with rapidjson's ``GetUint64``), enums by name, scalar
 and repeated fields always present, message fields and ``oneof``/``optional`` members
-only when set. The HTTP documents are the gRPC messages of :mod:`mmaas.server.grpc`
-converted here, so both front ends answer the same content.
+only when set. The HTTP documents are the messages gRPC answers
+(:mod:`mmaas.server.protocol.messages`) converted here, so both front ends answer the same
+content.
 """
 
 from __future__ import annotations

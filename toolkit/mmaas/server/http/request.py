@@ -1,68 +1,46 @@
-"""The body of a KServe v2 REST ``/infer`` request: its JSON header (KServe v2
+"""The body of a KServe v2 REST ``/infer`` request -> the protocol layer's
+:class:`~mmaas.server.protocol.types.InferRequest`: its JSON header (KServe v2
 ``$inference_request``: ``id``, ``parameters``, ``inputs``, ``outputs``) and, with Triton's
-binary tensor data extension (``server/docs/protocol/extension_binary_data.md``), the
-bytes after it: the JSON header is the first ``Inference-Header-Content-Length`` bytes of
-the body. Parsing checks every member's JSON type and raises
-:class:`~mmaas.server.status.InvalidArgument` naming it; the tensors' data are decoded
-later (:mod:`.tensors`), after the request path has checked names, datatypes and shapes.
+binary tensor data extension (``server/docs/protocol/extension_binary_data.md``), the bytes
+after it: the JSON header is the first ``Inference-Header-Content-Length`` bytes of the
+body, and an input with ``parameters.binary_data_size`` takes that many of the bytes that
+follow, inputs in order. An output travels binary when it asks ``binary_data: true`` or the
+request sets ``parameters.binary_data_output``.
+
+Only what this wire alone can get wrong is worded here (a JSON member of the wrong type, a
+header length outside the body, binary data missing or left over); the tensors' data are
+decoded later by the shared codec, after the request path has checked names, datatypes
+and shapes. Every refusal raises :class:`~mmaas.server.status.InvalidArgument` naming the
+member.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
 from mmaas.core.datatypes import NUMPY_BY_DATATYPE
 from mmaas.core.manifest import ModelInfo
-from mmaas.server.grpc.converters import encode_bytes
-from mmaas.server.shm import TensorRef, tensor_ref
+from mmaas.server.protocol.codec import encode_bytes, numpy_dtype
+from mmaas.server.protocol.shm import tensor_ref
+from mmaas.server.protocol.types import (
+    RAW,
+    SHARED,
+    VALUES,
+    InferInput,
+    InferRequest,
+    RawBytes,
+    RequestedOutput,
+    Source,
+    Values,
+    one_source,
+)
 from mmaas.server.status import InvalidArgument
 
 HEADER = "Inference-Header-Content-Length"
-
-
-@dataclass(frozen=True)
-class InputTensor:
-    """One input of a request as the JSON header describes it; ``data`` is the JSON
-    ``data`` member or None."""
-
-    name: str
-    datatype: str
-    shape: tuple[int, ...]
-    parameters: dict[str, Any]
-    data: Any = None
-
-
-@dataclass(frozen=True)
-class OutputTensor:
-    """One requested output: its name, whether it comes back binary, its parameters."""
-
-    name: str
-    binary: bool
-    parameters: dict[str, Any] = field(default_factory=dict)
-    ref: TensorRef | None = None  # its system shared memory region, if it names one
-
-
-@dataclass(frozen=True)
-class InferBody:
-    """A parsed ``/infer`` body: the request ``id`` and ``parameters``, its inputs, the
-    requested outputs, the default for outputs it does not list (``binary_data_output``)
-    and the bytes after the JSON header (``binary``)."""
-
-    id: str
-    parameters: dict[str, Any]
-    inputs: list[InputTensor]
-    outputs: list[OutputTensor]
-    binary_output: bool
-    binary: memoryview
-
-    @property
-    def headers(self) -> list[tuple[str, str, tuple[int, ...]]]:
-        """``(name, datatype, shape)`` of every input, for the signature checks."""
-        return [(t.name, t.datatype, t.shape) for t in self.inputs]
+BINARY_OUTPUT = "binary_data_output"
 
 
 def header_length(value: str | None, body_size: int) -> int | None:
@@ -86,11 +64,13 @@ def header_length(value: str | None, body_size: int) -> int | None:
     return length
 
 
-def parse_body(body: bytes, json_length: int | None) -> InferBody:
-    """Parse the JSON header (the first ``json_length`` bytes, or all of ``body``).
+def parse_body(body: bytes, json_length: int | None) -> InferRequest:
+    """The request in ``body``: its JSON header (the first ``json_length`` bytes, or all of
+    ``body``), each input with its one data source.
 
     Raises:
-        InvalidArgument: invalid JSON, or a member of the wrong type or missing.
+        InvalidArgument: invalid JSON, a member of the wrong type or missing, an input with
+            no data source or several, binary data missing or left over.
     """
     text = body if json_length is None else memoryview(body)[:json_length]
     try:
@@ -103,27 +83,38 @@ def parse_body(body: bytes, json_length: int | None) -> InferBody:
             f"the request JSON must be an object with 'inputs', got {type(document).__name__}"
         )
     parameters = _object(document.get("parameters"), "parameters")
-    binary_output = parameters.get("binary_data_output", False)
+    binary_output = parameters.get(BINARY_OUTPUT, False)
     if not isinstance(binary_output, bool):
-        raise InvalidArgument("parameters.binary_data_output must be true or false")
+        raise InvalidArgument(f"parameters.{BINARY_OUTPUT} must be true or false")
     request_id = document.get("id", "")
     if not isinstance(request_id, str):
         raise InvalidArgument(f"id must be a string, got {request_id!r}")
-    inputs = document.get("inputs")
-    if not isinstance(inputs, list):
+    items = document.get("inputs")
+    if not isinstance(items, list):
         raise InvalidArgument("the request JSON has no 'inputs' array")
     outputs = _list(document.get("outputs"), "outputs")
-    return InferBody(
+    binary = memoryview(body)[len(body) if json_length is None else json_length :]
+    inputs, offset = [], 0
+    for index, item in enumerate(items):
+        tensor, used = _input(item, index, binary[offset:], offset, json_length is not None)
+        inputs.append(tensor)
+        offset += used
+    if offset != len(binary):
+        raise InvalidArgument(
+            f"unexpected additional input data: {len(binary) - offset} bytes after the "
+            "binary data of the inputs (the binary_data_size values add up to "
+            f"{offset}; {HEADER} says where the binary part starts)"
+        )
+    return InferRequest(
         id=request_id,
-        parameters=parameters,
-        inputs=[_input(item, index) for index, item in enumerate(inputs)],
+        inputs=inputs,
         outputs=[_output(item, index, binary_output) for index, item in enumerate(outputs)],
-        binary_output=binary_output,
-        binary=memoryview(body)[len(body) if json_length is None else json_length :],
+        parameters=parameters,
+        size=len(body),
     )
 
 
-def raw_body(info: ModelInfo, body: bytes) -> InferBody:
+def raw_body(info: ModelInfo, body: bytes) -> InferRequest:
     """A raw binary request (``Inference-Header-Content-Length: 0``, Triton's "Raw Binary
     Request"): the body is the data of the model's one input, batch 1 (when it batches),
     every output returned binary. The shape is the declared one with the batch axis 1 and
@@ -142,9 +133,10 @@ def raw_body(info: ModelInfo, body: bytes) -> InferBody:
     shape = [
         1 if axis == 0 and info.max_batch_size > 0 else dim for axis, dim in enumerate(tensor.shape)
     ]
+    data = body
     if tensor.datatype == "BYTES":
         shape = [1 if dim < 0 else dim for dim in shape]
-        body = encode_bytes([body])
+        data = encode_bytes([body])
     dynamic = [axis for axis, dim in enumerate(shape) if dim < 0]
     if len(dynamic) > 1:
         raise InvalidArgument(
@@ -153,50 +145,78 @@ def raw_body(info: ModelInfo, body: bytes) -> InferBody:
             "besides the batch axis; send a JSON header with the shape"
         )
     if dynamic:
-        known = (
+        step = (
             math.prod(dim for dim in shape if dim >= 0)
             * NUMPY_BY_DATATYPE[tensor.datatype].itemsize
         )
-        if not known or len(body) % known:
+        if not step or len(data) % step:
             raise InvalidArgument(
-                f"a raw binary request of {len(body)} bytes does not fill input "
-                f"{tensor.name!r} {list(tensor.shape)} of {tensor.datatype} ({known} bytes "
+                f"a raw binary request of {len(data)} bytes does not fill input "
+                f"{tensor.name!r} {list(tensor.shape)} of {tensor.datatype} ({step} bytes "
                 "per step of its dynamic dim)"
             )
-        shape[dynamic[0]] = len(body) // known
-    parameters = {"binary_data_size": len(body)}
-    return InferBody(
-        id="",
-        parameters={},
-        inputs=[InputTensor(tensor.name, tensor.datatype, tuple(shape), parameters)],
-        outputs=[],
-        binary_output=True,
-        binary=memoryview(body),
-    )
+        shape[dynamic[0]] = len(data) // step
+    raw = InferInput(tensor.name, tensor.datatype, tuple(shape), RawBytes(data))
+    return InferRequest(id="", inputs=[raw], parameters={BINARY_OUTPUT: True}, size=len(body))
 
 
-def _input(item: Any, index: int) -> InputTensor:
+def _input(
+    item: Any, index: int, rest: memoryview, offset: int, has_header: bool
+) -> tuple[InferInput, int]:
+    """Input ``index`` of the JSON header and how many bytes of the binary part it takes
+    (``rest``: the binary part from ``offset`` on)."""
     if not isinstance(item, dict):
         raise InvalidArgument(f"inputs[{index}] must be an object with name, datatype, shape")
     name = item.get("name")
     if not isinstance(name, str):
         raise InvalidArgument(f"inputs[{index}] has no 'name' string")
+    where = f"input {name!r}"
     datatype = item.get("datatype")
-    if not isinstance(datatype, str) or datatype not in NUMPY_BY_DATATYPE:
-        raise InvalidArgument(
-            f"input {name!r}: datatype {datatype!r} is not a KServe v2 datatype "
-            f"({', '.join(NUMPY_BY_DATATYPE)})"
-        )
+    numpy_dtype(datatype, where)
     shape = item.get("shape")
     if not isinstance(shape, list) or not all(type(dim) is int for dim in shape):
+        raise InvalidArgument(f"{where}: shape must be a JSON array of integers, got {shape!r:.40}")
+    parameters = _object(item.get("parameters"), f"{where}: parameters")
+    ref, data = tensor_ref(parameters, where), item.get("data")
+    sent = {
+        VALUES: data is not None,
+        RAW: "binary_data_size" in parameters,
+        SHARED: ref is not None,
+    }
+    kind, used = one_source(name, [source for source, given in sent.items() if given]), 0
+    source: Source
+    if kind == VALUES:
+        if not isinstance(data, list):
+            raise InvalidArgument(f"{where}: data must be a JSON array, got {data!r:.40}")
+        source = Values(data)
+    elif kind == RAW:
+        used = _binary_size(name, parameters["binary_data_size"], rest, offset, has_header)
+        source = RawBytes(rest[:used])
+    else:
+        assert ref is not None
+        source = ref
+    return InferInput(name, str(datatype), tuple(shape), source, parameters), used
+
+
+def _binary_size(name: str, size: Any, rest: memoryview, offset: int, has_header: bool) -> int:
+    if not has_header:
         raise InvalidArgument(
-            f"input {name!r}: shape must be a JSON array of integers, got {shape!r:.40}"
+            f"input {name!r} has binary_data_size but the request has no {HEADER} header: "
+            "send the JSON header's byte length in it"
         )
-    parameters = _object(item.get("parameters"), f"input {name!r}: parameters")
-    return InputTensor(name, datatype, tuple(shape), parameters, item.get("data"))
+    if type(size) is not int or size < 0:
+        raise InvalidArgument(
+            f"input {name!r}: binary_data_size must be a non-negative integer, got {size!r}"
+        )
+    if size > len(rest):
+        raise InvalidArgument(
+            f"input {name!r}: binary_data_size is {size} bytes, but only {len(rest)} bytes "
+            f"of binary data follow at offset {offset} of the binary part"
+        )
+    return size
 
 
-def _output(item: Any, index: int, default_binary: bool) -> OutputTensor:
+def _output(item: Any, index: int, default_binary: bool) -> RequestedOutput:
     if not isinstance(item, dict) or not isinstance(item.get("name"), str):
         raise InvalidArgument(f"outputs[{index}] must be an object with a 'name' string")
     name = item["name"]
@@ -211,7 +231,7 @@ def _output(item: Any, index: int, default_binary: bool) -> OutputTensor:
                 f"output {name!r} can't set both 'shared_memory_region' and 'binary_data'"
             )
         binary = False  # the region receives the data (Triton: only an explicit true clashes)
-    return OutputTensor(name, binary, parameters, ref)
+    return RequestedOutput(name, parameters, ref, binary)
 
 
 def _object(value: Any, where: str) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 for what mmaas serves; any other path is 404 and a wrong method 405, both with a KServe
 error body ``{"error"}``, and a bug is a logged 500 with one, never a bare page.
 
-Model URLs take an optional ``/versions/{v}`` (the request path decides which versions
+Model URLs take an optional ``/versions/{v}`` (the data plane decides which versions
 the model answers to, as for gRPC's ``model_version``).
 """
 
@@ -27,14 +27,14 @@ MODEL_PREFIXES = ("/v2/models/{model}", "/v2/models/{model}/versions/{version}")
 
 
 def create_app(context: ServerContext, read_timeout_s: float) -> Starlette:
-    """The ASGI app over the server's shared parts (``context``: repository, request
-    path, shared memory, model control, log settings; ``read_timeout_s``: seconds a
+    """The ASGI app over the server's shared parts (``context``: repository, data plane,
+    shared memory, model control, log settings; ``read_timeout_s``: seconds a
     request body may take to arrive)."""
-    path = context.path
-    endpoints = Endpoints(path)
+    plane = context.plane
+    endpoints = Endpoints(plane)
     control = ControlEndpoints(context)
-    infer = InferEndpoint(path, context.shm, read_timeout_s)
-    generate = GenerateEndpoints(path, read_timeout_s)
+    infer = InferEndpoint(plane, read_timeout_s)
+    generate = GenerateEndpoints(plane, read_timeout_s)
     routes: list[BaseRoute] = [
         Route("/v2/health/live", endpoints.live, methods=["GET"]),
         Route("/v2/health/ready", endpoints.ready, methods=["GET"]),

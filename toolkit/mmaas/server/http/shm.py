@@ -1,6 +1,6 @@
 """Triton's shared-memory extension over HTTP (``docs/protocol/extension_shared_memory.md``):
 ``/v2/systemsharedmemory[/region/{name}]/{status,register,unregister}`` over the server's
-one registry (:class:`mmaas.server.shm.SystemSharedMemory`, shared with gRPC: a region
+one registry (:class:`mmaas.server.protocol.shm.SystemSharedMemory`, shared with gRPC: a region
 registered over one front end is usable over the other), and
 ``/v2/cudasharedmemory/...``: registration refused naming system shared memory (the CPU
 back ends read inputs from host memory), status an empty list, unregister a no-op, so
@@ -17,7 +17,7 @@ from starlette.responses import Response
 
 from mmaas.server.http.errors import answer, failure_response, json_response
 from mmaas.server.inference import failure_of
-from mmaas.server.shm import SystemSharedMemory, cuda_unsupported
+from mmaas.server.protocol.shm import SystemSharedMemory, cuda_unsupported
 from mmaas.server.status import InvalidArgument
 
 

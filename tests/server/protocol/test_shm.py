@@ -1,5 +1,5 @@
-"""System shared memory core (:mod:`mmaas.server.shm`), every check of CASES.md C27, on
-real POSIX shared memory objects made by tritonclient's own utility (``shm_open`` +
+"""System shared memory core (:mod:`mmaas.server.protocol.shm`), every check of CASES.md
+C27, on real POSIX shared memory objects made by tritonclient's own utility (``shm_open`` +
 ``ftruncate`` in its C library): register, read and write exactly [offset, offset + size),
 refusals naming region, offset and sizes, unmapping on unregister and at close."""
 
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tritonclient.utils.shared_memory as triton_shm
 
-from mmaas.server.shm import SystemSharedMemory, TensorRef, cuda_unsupported, tensor_ref
+from mmaas.server.protocol.shm import SystemSharedMemory, TensorRef, cuda_unsupported, tensor_ref
 from mmaas.server.status import AlreadyExists, InvalidArgument, NotFound
 
 SIZE = 3 * 4096

@@ -1,7 +1,9 @@
 """A served model described in KServe v2 / Triton messages: ModelMetadata, Triton's
 ModelConfig (``model_config.proto``) and ModelStatistics, built from its signature
 (``ServedModel.info``), its config facts and
-:class:`~mmaas.server.metrics.ModelMetrics` snapshots.
+:class:`~mmaas.server.metrics.ModelMetrics` snapshots. Both front ends answer these
+messages: gRPC as they are, HTTP printed as JSON (:mod:`mmaas.server.http.protojson`), and
+the Triton export writes the config (:mod:`mmaas.export.triton`).
 
 Triton conventions kept: ``platform`` is the back end's (its runtime part says:
 ``onnxruntime_onnx``, ``tensorrt_plan``), so is the instance group kind (CPU, GPU);
@@ -15,8 +17,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from mmaas.core.manifest import ModelInfo, TensorInfo
-from mmaas.server.grpc.protocol import grpc_service_pb2 as service_pb2
-from mmaas.server.grpc.protocol import model_config_pb2
+from mmaas.server.protocol.stubs import grpc_service_pb2 as service_pb2
+from mmaas.server.protocol.stubs import model_config_pb2
 from mmaas.server.repository import ServedModel
 
 
