@@ -96,7 +96,7 @@ def url(server: Container) -> str:
 
 @pytest.fixture(scope="module")
 def reference(qwen_vl_export: Path):
-    from scripts.qwen_vl.reference import Reference
+    from mmaas.pipelines.qwen2_vl.export.reference import Reference
 
     return Reference(qwen_vl_export / "checkpoint", num_threads=2)
 

@@ -1,5 +1,5 @@
 """The qwen2-vl pipeline kind's spec part at spec load: models/qwen-vl validates and serves
-Triton's LLM interface; model.yaml is what the exporter writes for the small checkpoint;
+Triton's LLM interface; model.yaml is what the converter writes for the small checkpoint;
 the kind's cross-checks report engines whose profile points do not fit together, an asset
 from another conversion and missing parts, each under ``pipeline.settings`` with its line."""
 
@@ -10,10 +10,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from scripts.qwen_vl.spec_file import Profile, render
 
 from mmaas.build.wheel import pipeline_requirements
 from mmaas.core.errors import SpecError
+from mmaas.pipelines.qwen2_vl.export.spec_file import Profile, render
 from mmaas.spec.load import load_spec
 
 FILES = ("qwen2_vl_vision.onnx", "qwen2_vl_language.onnx", "runtime.json", "tokenizer.json",
@@ -50,7 +50,7 @@ def test_models_qwen_vl_serves_the_llm_interface(qwen_vl_export: Path) -> None:
     assert loaded.pipeline.serve_engines == ("vision",)
 
 
-def test_model_yaml_is_the_exporters_for_the_small_checkpoint(qwen_vl_export: Path) -> None:
+def test_model_yaml_is_the_converters_for_the_small_checkpoint(qwen_vl_export: Path) -> None:
     written = render(4, 2, 64, 256, Profile(), "the small random seeded checkpoint")
     assert (qwen_vl_export / "model.yaml").read_text() == written
 

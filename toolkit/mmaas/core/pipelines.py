@@ -60,6 +60,7 @@ PIPELINES: dict[str, PipelineParts] = {
         "mmaas.pipelines.qwen2_vl.runtime.pipeline:Qwen2VLRuntime",
         runtime_modules=("mmaas.pipelines.qwen2_vl.runtime", "mmaas.pipelines.qwen2_vl.config"),
         runtime_packages=("pillow", "tokenizers"),
+        convert="mmaas.pipelines.qwen2_vl.convert.converter:Qwen2VLConverter",
     ),
 }
 

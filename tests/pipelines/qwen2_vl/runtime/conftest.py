@@ -69,7 +69,7 @@ def generate(generator: Generator, req: GenerationRequest) -> list[TokenEvent]:
 @pytest.fixture(scope="session")
 def reference(qwen_vl_export: Path):
     """transformers' tokenizer + PIL image processor + processor + model of the checkpoint."""
-    from scripts.qwen_vl.reference import Reference
+    from mmaas.pipelines.qwen2_vl.export.reference import Reference
 
     return Reference(qwen_vl_export / "checkpoint", num_threads=2)
 

@@ -8,6 +8,7 @@ summation orders; measured 1e-6 to 4e-6 over the profiles).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +19,9 @@ from tokenizers import Tokenizer
 from transformers import AutoTokenizer
 from transformers.cache_utils import DynamicCache
 
-from scripts.qwen_vl.language import language_names, language_sample
-from scripts.qwen_vl.tokenizer import training_files
-from scripts.qwen_vl.vision import sample_inputs
+from mmaas.core.errors import MmaasError
+from mmaas.pipelines.qwen2_vl.export.language import language_names, language_sample
+from mmaas.pipelines.qwen2_vl.export.vision import sample_inputs
 
 RELATIVE_TOLERANCE = 2e-5
 HELD_OUT = [
@@ -32,7 +33,7 @@ HELD_OUT = [
 ]
 
 
-class ValidationError(Exception):
+class ValidationError(MmaasError):
     """An exported graph or the tokenizer differs from transformers."""
 
 
@@ -114,9 +115,10 @@ def validate_language(
     return lines
 
 
-def validate_tokenizer(checkpoint: Path) -> str:
+def validate_tokenizer(checkpoint: Path, samples: Sequence[str] = ()) -> str:
     """``tokenizers`` on tokenizer.json (what the runtime uses) gives AutoTokenizer's ids
-    and decodings on held-out texts, a few stdlib files and this file.
+    and decodings on held-out texts, this file, and the text files ``samples`` (the first
+    20000 characters of each).
 
     Raises:
         ValidationError: naming the first text that differs.
@@ -124,7 +126,7 @@ def validate_tokenizer(checkpoint: Path) -> str:
     reference = AutoTokenizer.from_pretrained(checkpoint)
     raw = Tokenizer.from_file(str(checkpoint / "tokenizer.json"))
     texts = [*HELD_OUT, Path(__file__).read_text()]
-    texts += [Path(f).read_text(errors="replace")[:20000] for f in training_files()[-3:]]
+    texts += [Path(f).read_text(errors="replace")[:20000] for f in samples]
     for text in texts:
         expected = reference(text)["input_ids"]
         ids = raw.encode(text, add_special_tokens=True).ids

@@ -6,7 +6,8 @@ Why the pipeline must be Qwen2's (NFC, Qwen2's split regex "isolated", byte-leve
 prefix space or regex, byte-level decoder): transformers 5's ``Qwen2Tokenizer`` rebuilds
 that pipeline from the file's vocab and merges and takes only the post-processor from the
 file, while the runtime reads tokenizer.json with ``tokenizers`` alone; any other pipeline
-would make the two tokenize differently. ``checkpoint.check`` proves the ids equal.
+would make the two tokenize differently. The export's validation
+(:func:`mmaas.pipelines.qwen2_vl.export.validate.validate_tokenizer`) proves the ids equal.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from tokenizers import (
 )
 from tokenizers.models import BPE
 from tokenizers.trainers import BpeTrainer
+
+from mmaas.core.errors import MmaasError
 
 # Qwen2's pre-tokenizer split (transformers/models/qwen2/tokenization_qwen2.py).
 QWEN2_SPLIT = (
@@ -68,7 +71,7 @@ CHAT_TEMPLATE = (
 )
 
 
-class TokenizerError(Exception):
+class TokenizerError(MmaasError):
     """The trained tokenizer does not have the expected vocabulary."""
 
 

@@ -26,7 +26,7 @@ import torch
 from transformers import Qwen2VLForConditionalGeneration
 from transformers.models.qwen2_vl.modeling_qwen2_vl import apply_rotary_pos_emb
 
-from scripts.qwen_vl.onnx_io import save_program
+from mmaas.pipelines.qwen2_vl.export.onnx_io import save_program
 
 OPSET = 18
 MASK_MIN = torch.finfo(torch.float32).min

@@ -12,12 +12,14 @@ transformers computes the rotary position ids and the per-frame attention segmen
 block-diagonal attention mask from ``grid_thw`` with tensor ops, so the dynamo exporter
 keeps ``num_patches`` and ``num_images`` symbolic and the graph holds for every size.
 
-CUDA-graph capture (docs in /work/notes/gpu-facts.md §3): the image index of each patch is
-clamped to ``num_images - 1``; taken from ``grid_thw.shape[0]`` that bound is shape
-arithmetic ONNX Runtime's CUDA provider places on the CPU, and the Clip reading it from
-device memory needs a Memcpy node, which makes the session refuse graph capture. Here it is
-computed from grid_thw's *data* (one per row: ``sum(grid_thw[:, 0] >= 0) - 1``), on the
-device, and no node reads ``Shape(grid_thw)``.
+CUDA-graph capture. The rule: ONNX Runtime captures a session as one CUDA graph only when
+every node runs on the device, and its CUDA provider places shape arithmetic (``Shape`` and
+the integer ops computing on its result) on the CPU, so a device node that reads a value
+derived from a tensor's *shape* needs a Memcpy node, and the session refuses the capture.
+Here the image index of each patch is clamped to ``num_images - 1``; taken from
+``grid_thw.shape[0]`` that bound would be such CPU shape arithmetic feeding a device Clip.
+It is computed from grid_thw's *data* instead (one per row: ``sum(grid_thw[:, 0] >= 0) -
+1``), on the device, and no node reads ``Shape(grid_thw)`` (a test checks the graph).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from transformers.models.qwen2_vl.modeling_qwen2_vl import (
     apply_rotary_pos_emb_vision,
 )
 
-from scripts.qwen_vl.onnx_io import save_program
+from mmaas.pipelines.qwen2_vl.export.onnx_io import save_program
 
 PATCH_FEATURES = 3 * 2 * 14 * 14  # in_channels x temporal_patch_size x patch_size^2
 OPSET = 18  # LayerNormalization (17) and ReduceMean-18; parsed by TensorRT 10 and ORT
@@ -63,7 +65,7 @@ def grid_layout(
     w = grid_thw[:, 2].clamp(min=merge)
     frame = h * w
     ends = (t * frame).cumsum(0)
-    patch = torch.arange(num_patches, device=grid_thw.device)
+    patch = torch.arange(num_patches, device=grid_thw.device)  # type: ignore[arg-type]  # SymInt
     last_image = (grid_thw[:, :1] >= 0).sum() - 1  # from the data: see the module docstring
     image = torch.minimum((patch[:, None] >= ends[None, :]).sum(1), last_image)
     local = patch - (ends - t * frame)[image]
@@ -122,7 +124,7 @@ class VisionEncoder(torch.nn.Module):
         same_frame = segments[:, None] == segments[None, :]
         mask = torch.where(same_frame, 0.0, torch.finfo(torch.float32).min)
         for block in enc.blocks:
-            hidden = block_forward(block, hidden, cos, sin, mask)
+            hidden = block_forward(block, hidden, cos, sin, mask)  # type: ignore[arg-type]
         return enc.merger(hidden)
 
 
@@ -134,6 +136,7 @@ class PlainEncoder(torch.nn.Module):
         self.encoder = encoder
 
     def forward(self, pixel_values: torch.Tensor, grid_thw: torch.Tensor) -> torch.Tensor:
+        """pixel_values FP32 [N, 1176], grid_thw INT64 [I, 3] -> FP32 [N / 4, hidden]."""
         return self.encoder(pixel_values, grid_thw).pooler_output
 
 

@@ -1,15 +1,13 @@
-"""scripts/export_qwen_vl.py (models/qwen-vl): the byte-reproducible small checkpoint, the
-two graphs' signatures, the vision graph's CUDA-graph fix, runtime.json's hashes and the
-stale check, a real checkpoint folder copied in, and the builder stage's profile check on
-the vision graph and on the known-bad plain trace.
+"""The two graphs ``mmaas convert qwen2-vl`` exports (models/qwen-vl): their signatures, the
+vision graph's CUDA-graph rule (no node reads the shape of grid_thw) and its use of grid_thw,
+and the builder stage's profile check on the vision graph and on the known-bad plain trace.
 
-The export itself is the one set-up made (the ``qwen_vl_export`` fixture re-runs it only
+The conversion itself is the one set-up made (the ``qwen_vl_export`` fixture re-runs it only
 when it is missing or made by other code); the builder stage runs as a real subprocess.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import subprocess
 import sys
@@ -20,12 +18,11 @@ import onnx
 import onnxruntime as ort
 import pytest
 import yaml
-from scripts import export_qwen_vl as exporter
-from scripts.qwen_vl import checkpoint as checkpoints
-from scripts.qwen_vl import validate, vision
 
 from mmaas.build.context import plan_builds, stage_context
 from mmaas.core.errors import SpecError
+from mmaas.pipelines.qwen2_vl.convert import checkpoint as checkpoints
+from mmaas.pipelines.qwen2_vl.export import validate, vision
 from mmaas.spec.load import load_spec
 
 pytestmark = pytest.mark.slow
@@ -52,21 +49,6 @@ def dims(value: onnx.ValueInfoProto) -> list[str | int]:
     return [d.dim_param or d.dim_value for d in value.type.tensor_type.shape.dim]
 
 
-def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def test_the_small_checkpoint_is_byte_reproducible(qwen_vl_export: Path, tmp_path: Path) -> None:
-    checkpoints.write_small(tmp_path / "checkpoint")
-    made = {p.name: sha256(p) for p in sorted((qwen_vl_export / "checkpoint").iterdir())}
-    again = {p.name: sha256(p) for p in sorted((tmp_path / "checkpoint").iterdir())}
-    assert again == made
-    assert sorted(made) == [
-        "config.json", "generation_config.json", "model.safetensors",
-        "preprocessor_config.json", "tokenizer.json", "tokenizer_config.json",
-    ]  # fmt: skip
-
-
 def test_the_graphs_declare_their_dynamic_axes(qwen_vl_export: Path) -> None:
     graph = onnx.load(str(qwen_vl_export / VISION)).graph
     assert [(i.name, dims(i)) for i in graph.input] == [
@@ -88,9 +70,9 @@ def test_the_graphs_declare_their_dynamic_axes(qwen_vl_export: Path) -> None:
 
 
 def test_no_vision_node_reads_the_shape_of_grid_thw(qwen_vl_export: Path) -> None:
-    """gpu-facts §3: num_images - 1 from Shape(grid_thw) is CPU shape arithmetic feeding a
-    device Clip (a Memcpy node: CUDA-graph capture refused); the export takes it from the
-    data instead."""
+    """num_images - 1 from Shape(grid_thw) would be CPU shape arithmetic feeding a device
+    Clip (a Memcpy node: CUDA-graph capture refused; see export/vision.py); the export takes
+    it from the data instead."""
     graph = onnx.load(str(qwen_vl_export / VISION)).graph
     readers = [n.op_type for n in graph.node if "grid_thw" in n.input]
     assert "Shape" not in readers and readers
@@ -107,37 +89,6 @@ def test_grid_thw_drives_the_positions(qwen_vl_export: Path) -> None:
            for g in ([1, 8, 12], [1, 12, 8])]  # fmt: skip
     # a swapped grid moves the output by ~0.7 % of its scale: 3000x the FP32 noise (2e-6)
     assert np.abs(run[0] - run[1]).max() > 1e-3 * np.abs(run[0]).max()
-
-
-def test_runtime_json_pins_the_exported_files_and_marks_the_export_current(
-    qwen_vl_export: Path,
-) -> None:
-    config = json.loads((qwen_vl_export / "runtime.json").read_text())
-    for name, digest in config["files"].items():
-        assert sha256(qwen_vl_export / name) == digest, name
-    assert config["prompt"]["image"] == "<|vision_start|><|image_pad|><|vision_end|>"
-    assert config["generation"] == {"repetition_penalty": 1.05}
-    assert exporter.is_current(qwen_vl_export)
-    run = subprocess.run(
-        [sys.executable, exporter.__file__, "--if-stale"], capture_output=True, text=True
-    )
-    assert run.returncode == 0 and "qwen-vl export up to date" in run.stdout
-
-
-def test_a_real_checkpoint_folder_is_copied_in_and_checked(qwen_vl_export: Path, tmp_path):
-    source = qwen_vl_export / "checkpoint"
-    checkpoints.copy_real(source, tmp_path / "copy")
-    assert {p.name for p in (tmp_path / "copy").iterdir()} == {p.name for p in source.iterdir()}
-    (tmp_path / "bare").mkdir()
-    (tmp_path / "bare" / "config.json").write_text("{}")
-    with pytest.raises(checkpoints.CheckpointError, match=r"bare/tokenizer.json: not found"):
-        checkpoints.copy_real(tmp_path / "bare", tmp_path / "out")
-    run = subprocess.run(
-        [sys.executable, exporter.__file__, "--checkpoint", str(tmp_path / "bare"),
-         "--output", str(tmp_path / "out")], capture_output=True, text=True,
-    )  # fmt: skip
-    assert run.returncode == 1
-    assert run.stderr.startswith("export_qwen_vl: error: ") and "Traceback" not in run.stderr
 
 
 def run_stage(*args: Path | str) -> subprocess.CompletedProcess[str]:

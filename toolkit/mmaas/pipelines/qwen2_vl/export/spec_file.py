@@ -1,7 +1,7 @@
-"""The model.yaml of an export: models/qwen-vl/model.yaml is this text for the small
-checkpoint (a test keeps the two equal); ``--spec-out PATH`` writes it for a real
-checkpoint, whose engines have other widths and layer counts (Qwen2-VL-2B: 28 layers, 2 kv
-heads of 128, width 1536: 56 past inputs to list by hand otherwise).
+"""The model.yaml of a conversion, written into its OUT_DIR: models/qwen-vl/model.yaml is this
+text for the small checkpoint (a test keeps the two equal); a real checkpoint's engines have
+other widths and layer counts (Qwen2-VL-2B: 28 layers, 2 kv heads of 128, width 1536: 56
+past inputs to list by hand otherwise).
 
 The language engine's one optimization profile is a box over (batch, seq, past, total =
 past + seq) whose min, opt and max corners are each consistent (the graph only runs
@@ -11,25 +11,26 @@ to past = context - 1, so every run it makes lies inside the box.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
 class Profile:
-    """The served limits an export is built for (tokens, rows, patches, images)."""
+    """The served limits an export is built for (tokens, rows, patches, images); each
+    field's ``help`` metadata is its option's help in ``mmaas convert qwen2-vl``."""
 
-    context: int = 4096
-    prefill_chunk: int = 1024
-    decode_batch: int = 4
-    max_patches: int = 4096
-    max_images: int = 8
-    opt_past: int = 511
+    context: int = field(default=4096, metadata={"help": "tokens of prompt + answer"})
+    prefill_chunk: int = field(default=1024, metadata={"help": "prompt tokens per prefill run"})
+    decode_batch: int = field(default=4, metadata={"help": "requests per decode step"})
+    max_patches: int = field(default=4096, metadata={"help": "image patches per request"})
+    max_images: int = field(default=8, metadata={"help": "pictures per request"})
+    opt_past: int = field(default=511, metadata={"help": "the tuned cache length (opt)"})
 
 
 HEADER = """\
 # mmaas model spec: Qwen2-VL as a service -- a picture and a question in, the answer out,
-# streamed token by token (pipeline kind qwen2-vl). Written by scripts/export_qwen_vl.py
-# for its export ({what}); see README.md beside it. Check it with
+# streamed token by token (pipeline kind qwen2-vl). Written by mmaas convert qwen2-vl
+# for {what}; see README.md beside it. Check it with
 # `mmaas validate models/qwen-vl`; build it with `mmaas build models/qwen-vl`.
 name: qwen-vl
 version: "2.0.0"

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 import torch
 from PIL import Image
@@ -25,7 +26,7 @@ from transformers import (
     Qwen2VLProcessor,
 )
 
-from scripts.qwen_vl.side_files import messages_for
+from mmaas.pipelines.qwen2_vl.export.side_files import messages_for
 
 
 class ImageOnlyProcessor(Qwen2VLProcessor):
@@ -62,9 +63,10 @@ class Reference:
 
     def prompt(self, num_images: int, text: str) -> str:
         """The chat template's text for one user turn plus the generation prompt."""
-        return self.tokenizer.apply_chat_template(
+        rendered = self.tokenizer.apply_chat_template(
             messages_for(num_images, text), tokenize=False, add_generation_prompt=True
         )
+        return cast(str, rendered)
 
     def inputs(self, images: list[Image.Image], text: str) -> dict:
         """The processor's tensors: input_ids, attention_mask, mm_token_type_ids,
@@ -96,5 +98,5 @@ class Reference:
         for scores in out.scores:
             top = torch.topk(scores[0].float(), 2).values
             margins.append(float(top[0] - top[1]))
-        text_out = self.tokenizer.decode(new, skip_special_tokens=True)
+        text_out = cast(str, self.tokenizer.decode(new, skip_special_tokens=True))
         return Result(prompt, new, text_out, margins)

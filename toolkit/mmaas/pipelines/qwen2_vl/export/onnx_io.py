@@ -1,26 +1,15 @@
-"""Atomic writes of exported graphs and side files (temp file or folder beside the target,
-mode 0644, then rename), and their sha256."""
+"""Atomic writes of exported graphs and binary side files (temp file or folder beside the
+target, mode 0644, then rename)."""
 
 from __future__ import annotations
 
-import hashlib
 import os
-import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
 
 # Bytes of weights past which a .onnx cannot hold them (protobuf's 2 GiB, with headroom).
 PROTOBUF_LIMIT = (2 << 30) - (64 << 20)
-
-
-def sha256_of(path: Path) -> str:
-    """Hex sha256 of a file, read in 1 MiB chunks."""
-    digest = hashlib.sha256()
-    with path.open("rb") as stream:
-        while chunk := stream.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def atomic_write(path: Path, data: bytes) -> None:
@@ -50,17 +39,3 @@ def save_program(program: Any, output: Path, weight_bytes: int) -> list[Path]:
     if not external and stale.exists():
         stale.unlink()
     return written
-
-
-def replace_folder(temp: Path, output: Path) -> None:
-    """Swap the finished folder ``temp`` in as ``output`` (the old one, if any, is moved
-    aside first and deleted after), so ``output`` is never half-written."""
-    os.chmod(temp, 0o755)  # mkdtemp makes 0700
-    if output.exists():
-        old = output.with_name(f".{output.name}.old")
-        shutil.rmtree(old, ignore_errors=True)
-        os.replace(output, old)
-        os.replace(temp, output)
-        shutil.rmtree(old)
-    else:
-        os.replace(temp, output)

@@ -1,5 +1,5 @@
 """The Hugging Face checkpoint the export reads: the small random seeded one written here, or
-a real Qwen2-VL folder copied in (``--checkpoint DIR``).
+a real Qwen2-VL folder copied in (``mmaas convert qwen2-vl OUT_DIR --checkpoint DIR``).
 
 The small one is transformers' ``Qwen2VLForConditionalGeneration`` with every structural
 feature of the real model (M-RoPE with an ``mrope_section`` in Qwen2-VL-2B's proportions,
@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import torch
@@ -30,8 +28,9 @@ from transformers import (
     Qwen2VLImageProcessorPil,
 )
 
-from scripts.qwen_vl.onnx_io import replace_folder
-from scripts.qwen_vl.tokenizer import build_tokenizer, token_id, tokenizer_config
+from mmaas.core.errors import MmaasError
+from mmaas.core.files import assembled, link_or_copy
+from mmaas.pipelines.qwen2_vl.convert.tokenizer import build_tokenizer, token_id, tokenizer_config
 
 SEED = 5  # of seeds 0-7 at std 0.08, the largest smallest greedy margin over the parity cases
 INIT_STD = 0.08  # 0.04 repeats one token, 0.15 is chaotic (FP32 vs FP64 logits 1e-4)
@@ -57,8 +56,8 @@ CHECKPOINT_FILES = (
 )
 
 
-class CheckpointError(Exception):
-    """The checkpoint folder is unusable or does not load as transformers' Qwen2-VL."""
+class CheckpointError(MmaasError):
+    """The checkpoint folder is unusable or does not load as transformers' Qwen2-VL (exit 1)."""
 
 
 def small_config() -> Qwen2VLConfig:
@@ -138,9 +137,7 @@ def generation_config() -> GenerationConfig:
 
 def write_small(output: Path, seed: int = SEED, std: float = INIT_STD) -> None:
     """Write the small checkpoint into a temp folder beside ``output``, then swap it in."""
-    output.parent.mkdir(parents=True, exist_ok=True)
-    temp = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}."))
-    try:
+    with assembled(output) as temp:
         build_tokenizer().save(str(temp / "tokenizer.json"))
         config = json.dumps(tokenizer_config(), indent=2) + "\n"
         (temp / "tokenizer_config.json").write_text(config)
@@ -153,10 +150,6 @@ def write_small(output: Path, seed: int = SEED, std: float = INIT_STD) -> None:
         Qwen2VLImageProcessorPil(size=size).save_pretrained(temp)
         for written in temp.iterdir():
             os.chmod(written, 0o644)
-        replace_folder(temp, output)
-    except BaseException:
-        shutil.rmtree(temp, ignore_errors=True)
-        raise
 
 
 def copy_real(source: Path, output: Path) -> None:
@@ -164,7 +157,8 @@ def copy_real(source: Path, output: Path) -> None:
     ``output`` (hard links where the file system allows: a 2B checkpoint is 4.4 GB).
 
     Raises:
-        CheckpointError: no config.json, no tokenizer.json or no *.safetensors in ``source``.
+        CheckpointError: no config.json, tokenizer.json, preprocessor_config.json or
+            *.safetensors in ``source``.
     """
     for required in ("config.json", "tokenizer.json", "preprocessor_config.json"):
         if not (source / required).is_file():
@@ -174,19 +168,10 @@ def copy_real(source: Path, output: Path) -> None:
         raise CheckpointError(f"{source}: no *.safetensors files")
     if source.resolve() == output.resolve():
         return
-    output.parent.mkdir(parents=True, exist_ok=True)
-    temp = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}."))
-    try:
+    with assembled(output) as temp:
         for path in [*(source / n for n in CHECKPOINT_FILES), *shards]:
             if path.is_file():
-                try:
-                    os.link(path, temp / path.name)
-                except OSError:
-                    shutil.copyfile(path, temp / path.name)
-        replace_folder(temp, output)
-    except BaseException:
-        shutil.rmtree(temp, ignore_errors=True)
-        raise
+                link_or_copy(path, temp / path.name)
 
 
 def load_model(checkpoint: Path) -> Qwen2VLForConditionalGeneration:
