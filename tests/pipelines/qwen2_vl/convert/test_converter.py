@@ -81,6 +81,25 @@ def test_a_real_checkpoint_folder_is_copied_in_and_checked(qwen_vl_export: Path,
     )
 
 
+def test_a_checkpoint_that_does_not_load_is_one_line_from_its_own_process(
+    qwen_vl_export: Path, tmp_path: Path
+) -> None:
+    """A real checkpoint's parts run in child processes: the child's error comes back as
+    the one line the command prints."""
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    for name in ("config.json", "tokenizer.json", "preprocessor_config.json"):
+        (broken / name).write_bytes((qwen_vl_export / "checkpoint" / name).read_bytes())
+    (broken / "model.safetensors").write_text("not safetensors")
+    run = convert(tmp_path / "out", "--checkpoint", broken, "--skip-validation")
+    assert run.returncode == 1 and "Traceback" not in run.stderr
+    (error,) = [line for line in run.stderr.splitlines() if line.startswith("error: ")]
+    assert error.startswith(
+        f"error: {tmp_path}/out/checkpoint: not a Qwen2-VL checkpoint transformers loads "
+        "(SafetensorError: Error while deserializing header: "
+    )
+
+
 def test_usage_mistakes_exit_2_with_one_line(tmp_path: Path) -> None:
     missing = convert(tmp_path / "out", "--checkpoint", tmp_path / "nowhere")
     assert missing.returncode == 2 and "does not exist" in missing.stderr

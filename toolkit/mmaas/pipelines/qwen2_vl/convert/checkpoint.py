@@ -182,6 +182,9 @@ def load_model(checkpoint: Path) -> Qwen2VLForConditionalGeneration:
     """
     try:
         model = Qwen2VLForConditionalGeneration.from_pretrained(checkpoint, dtype=torch.float32)
-    except (OSError, ValueError, TypeError, KeyError) as exc:
-        raise CheckpointError(f"{checkpoint}: not a Qwen2-VL checkpoint ({exc})") from exc
+    except Exception as exc:  # the loader's many errors (safetensors' own, too): the folder's
+        raise CheckpointError(
+            f"{checkpoint}: not a Qwen2-VL checkpoint transformers loads ({type(exc).__name__}: "
+            f"{exc})"
+        ) from exc
     return model.eval()

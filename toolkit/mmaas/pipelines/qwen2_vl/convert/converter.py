@@ -143,14 +143,14 @@ class Qwen2VLConverter:
 
 def run_part(part: str, options: ConvertOptions, say: Say, child: bool = False) -> None:
     """Convert one part (vision graph, language graph, or side files and model.yaml) from
-    ``out_dir/checkpoint`` and validate it. In a ``child`` process an expected error is one
-    line on stderr and exit 1."""
+    ``out_dir/checkpoint`` and validate it. In a ``child`` process an expected error is its
+    message on stdout (the parent reports it) and exit 1."""
     try:
         _run_part(part, options, say)
     except (MmaasError, OSError) as exc:
         if not child:
             raise
-        print(f"error: {exc}", file=sys.stderr)
+        print(exc)
         sys.exit(1)
 
 
@@ -228,17 +228,19 @@ def _checkpoint_module() -> ModuleType:
 
 
 def _in_child(part: str, options: ConvertOptions) -> None:
-    """Run one part in a child Python process (its progress on this stdout).
+    """Run one part in a child Python process (its progress on stderr, as it comes).
 
     Raises:
-        ConvertError: the child failed (its own error line came first, on stderr).
+        ConvertError: the child failed: its error's message, or (a crash) its exit code.
     """
     root = str(PACKAGE.parents[2])  # the folder holding the mmaas package
     path = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "PYTHONPATH": path}
     done = subprocess.run(
-        [sys.executable, "-c", CHILD, part], input=pickle.dumps(options), env=env, check=False
-    )
+        [sys.executable, "-c", CHILD, part], input=pickle.dumps(options), env=env,
+        stdout=subprocess.PIPE, check=False,
+    )  # fmt: skip
     if done.returncode:
-        raise ConvertError(f"converting the {part} part failed in its own process "
-                           f"(exit {done.returncode}); its error is above")  # fmt: skip
+        error = done.stdout.decode(errors="replace").strip()
+        raise ConvertError(error or f"converting the {part} part failed in its own process "
+                                    f"(exit {done.returncode}); its output is above")  # fmt: skip
