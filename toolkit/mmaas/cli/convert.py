@@ -90,5 +90,7 @@ def qwen2_vl(
     result = load_part("qwen2-vl", "convert").convert(options, _say)
     if result.up_to_date:
         click.echo(f"qwen-vl export up to date: {out_dir}")
+    elif broken_trace:
+        click.echo(f"wrote the known-bad vision trace {broken_trace}")
     else:
         click.echo(f"qwen-vl export written: {out_dir} in {result.seconds:.0f} s")
