@@ -33,7 +33,7 @@ def reference_ids(reference, pictures, names, prompt, n, **kwargs) -> list[int]:
     return reference.generate(images, prompt, n, **kwargs).new_ids
 
 
-@pytest.mark.parametrize(("name", "prompt"), zip(PAIR, PROMPTS, strict=True), ids=PAIR)
+@pytest.mark.parametrize(("name", "prompt"), list(zip(PAIR, PROMPTS, strict=True)), ids=PAIR)
 def test_greedy_ids_equal_transformers(generator, reference, pictures, name, prompt) -> None:
     """(The image's test, tests/test_qwen_vl_image.py, runs all four pairs through gRPC.)"""
     ours = ids_of(generate(generator, request(prompt, [pictures[name]], max_tokens=32)))
