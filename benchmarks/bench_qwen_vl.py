@@ -44,10 +44,10 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 import torch  # noqa: E402
 from PIL import Image  # noqa: E402
 from scripts import qwen_vl_client as client  # noqa: E402
-from scripts.qwen_vl.reference import Reference  # noqa: E402
 from transformers.generation.streamers import BaseStreamer  # noqa: E402
 
 from docker_fixtures import run_container, wait_for_grpc_serving  # noqa: E402
+from mmaas.pipelines.qwen2_vl.export.reference import Reference  # noqa: E402
 
 DOCKER = [os.environ.get("MMAAS_DOCKER", "/usr/bin/docker")]
 

@@ -9,7 +9,7 @@
 # Usage: bash scripts/gpu_run.sh OUT_DIR [prepare|tests|serve|bench|all]...
 # Needs: python3 with mmaas (pip install '.[cli,fp16,gpu]' or the wheels below),
 # onnxruntime-gpu and the CUDA 13 / cuDNN 9 wheels (or a CUDA install on the loader's path),
-# pytest, and the models (scripts/fetch_models.py, scripts/export_qwen_vl.py).
+# pytest, and the models (scripts/fetch_models.py, mmaas convert qwen2-vl).
 # Environment:
 #   MMAAS_GPU_PYTHON   the interpreter (default python3)
 #   MMAAS_GPU_WHEELS   a folder of wheels installed offline (--no-index --no-deps) into

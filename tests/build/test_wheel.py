@@ -30,6 +30,13 @@ def test_image_wheels_hold_their_packages_and_are_reproducible(tmp_path: Path) -
     assert not [n for n in names if n.startswith(("mmaas/cli", "mmaas/spec", "mmaas/build"))]
     assert not [n for n in names if n.startswith("mmaas/backends/tensorrt")]
     assert any(n.endswith(".dist-info/METADATA") for n in names)
+    kinds = sorted(n for n in names if n.startswith("mmaas/pipelines/"))
+    assert "mmaas/pipelines/ensemble/runtime.py" in kinds
+    assert "mmaas/pipelines/qwen2_vl/config.py" in kinds
+    assert "mmaas/pipelines/qwen2_vl/runtime/pipeline.py" in kinds
+    assert not [n for n in kinds if "spec" in n or "/convert/" in n or "/export/" in n]
+    builder = zipfile.ZipFile(pack_wheel(target.builder_packages, tmp_path / "c")).namelist()
+    assert not [n for n in builder if n.startswith("mmaas/pipelines/")]
     runtime = requirements(
         target.recipe(load_spec(ROOT / "models" / "ppocr-det").spec).runtime_extras
     )
@@ -121,6 +128,10 @@ for name in sys.argv[3:]:
     importlib.import_module(name)
 part = backends.get_runtime if sys.argv[2] == "runtime_packages" else backends.get_compiler
 part(sys.argv[1])
+if sys.argv[2] == "runtime_packages":  # the server reaches the kinds' runtime parts by name
+    from mmaas.core.pipelines import PIPELINES, load_part
+    for kind in PIPELINES:
+        load_part(kind, "runtime")
 site = os.environ["PYTHONPATH"]
 mmaas = [m for name, m in sys.modules.items() if name.startswith("mmaas")]
 print("\\n".join(m.__file__ for m in mmaas if not (m.__file__ or site).startswith(site)))
@@ -133,8 +144,9 @@ def test_an_image_wheel_runs_its_entry_points_from_that_wheel_alone(
     tmp_path: Path, backend: str, part: str
 ) -> None:
     """A module the image's code imports but the wheel lacks (say a new sibling module of
-    mmaas/backends/__init__.py) fails in the image, not here: import the entry points and
-    the back end's part from the unpacked wheel alone."""
+    mmaas/backends/__init__.py) fails in the image, not here: import the entry points, the
+    back end's part and (runtime image) every pipeline kind's runtime part from the
+    unpacked wheel alone."""
     wheel = pack_wheel(getattr(get_target(backend), part), tmp_path / "wheel")
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)

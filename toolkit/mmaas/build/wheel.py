@@ -29,6 +29,7 @@ import mmaas
 from mmaas.core.pipelines import PIPELINES
 
 DISTRIBUTION = "mmaas"
+SERVER = "mmaas.server"  # an image wheel holding it packs the pipeline kinds' runtime parts
 CONSTRAINTS = "image-constraints.txt"
 SBOM_TOOL = "sbom-tool.txt"  # the pinned SBOM generator of the runtime image's sbom stage
 ZIP_TIME = (2020, 1, 1, 0, 0, 0)  # fixed entry times: the same code packs to the same bytes
@@ -40,10 +41,11 @@ def package_files(packages: Sequence[str], root: Path | None = None) -> list[tup
     """``(archive path, bytes)`` of the mmaas modules in ``packages`` (dotted names, with
     their subpackages) and the modules of every parent package (its ``__init__.py`` and
     the sibling modules it may import, e.g. ``mmaas.backends.targets``), sorted; caches and compiled
-    files are left out. ``root`` is the mmaas package directory (default: the installed
-    one)."""
+    files are left out. With :data:`SERVER`, also every pipeline kind's runtime modules
+    (:func:`pipeline_runtime_files`). ``root`` is the mmaas package directory (default:
+    the installed one)."""
     root = root or installed_root()
-    chosen: dict[str, bytes] = {}
+    chosen: dict[str, bytes] = pipeline_runtime_files(root) if SERVER in packages else {}
     for package in packages:
         parts = package.split(".")[1:]
         for depth in range(len(parts)):  # each parent's own modules (its __init__ imports)
@@ -58,6 +60,27 @@ def package_files(packages: Sequence[str], root: Path | None = None) -> list[tup
     if typed.is_file():
         chosen["mmaas/py.typed"] = typed.read_bytes()
     return sorted(chosen.items())
+
+
+def pipeline_runtime_files(root: Path) -> dict[str, bytes]:
+    """Archive path -> bytes of every pipeline kind's runtime modules
+    (:attr:`mmaas.core.pipelines.PipelineParts.runtime_modules`: a module, or a package
+    with its subpackages) and their parent packages' ``__init__.py`` only: the server
+    reaches a kind's runtime part through the registry, by name, so a wheel holding the
+    server packs them; the kinds' spec, convert and export parts stay out."""
+    chosen: dict[str, bytes] = {}
+    for parts in PIPELINES.values():
+        for name in parts.runtime_modules:
+            relative = name.split(".")[1:]
+            path = root.joinpath(*relative)
+            files = sorted(path.rglob("*.py")) if path.is_dir() else [path.with_suffix(".py")]
+            files += [
+                root.joinpath(*relative[:depth], "__init__.py") for depth in range(1, len(relative))
+            ]
+            for module in files:
+                if "__pycache__" not in module.parts:
+                    chosen[_archive_name(root, module)] = module.read_bytes()
+    return chosen
 
 
 def installed_root() -> Path:

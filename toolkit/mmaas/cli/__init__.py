@@ -32,7 +32,7 @@ VERBS = {
     verb: f"mmaas.cli.{verb}"
     for verb in (
         "init", "validate", "render", "build", "serve", "verify", "push", "export", "bench",
-        "ci", "cache", "doctor",
+        "ci", "cache", "doctor", "convert",
     )
 }  # fmt: skip
 

@@ -1,17 +1,22 @@
 """Pipeline kinds: how a ``pipeline:`` composes a model's engines into one served model
 (Triton's ensembles are the peer), registered in one literal dict as back ends are.
 
-Each kind has two parts, each ``"module:attribute"``, imported only when asked for:
+Each kind is one package under :mod:`mmaas.pipelines` whose parts are named here, each as
+``"module:attribute"`` and imported only when asked for:
 
 * **spec** (:class:`mmaas.spec.pipeline.PipelineKind`, host side: validate, render,
   build): the kind's typed settings, its cross-checks against the engines and assets,
   and the signature of the model it serves;
 * **runtime** (:class:`mmaas.server.pipeline.PipelineRuntime`, in the server): the
-  executor that answers the pipeline model's requests from the loaded engines.
+  executor that answers the pipeline model's requests from the loaded engines;
+* **convert** (optional, host side, ``mmaas convert KIND``): makes a model directory of
+  this kind from a checkpoint (its ``convert`` method; see the kind's converter).
 
-So the runtime image carries the runtime part only (it lives under ``mmaas.server``) and
-the spec part stays on the host (under ``mmaas.spec``). Adding a kind is its two modules
-plus one entry here and its name in :data:`PipelineName`.
+So the runtime image carries the runtime parts only (``runtime_modules``: the server
+reaches them through this registry, so an image wheel holding the server packs them:
+:mod:`mmaas.build.wheel`), the spec parts stay on the host, and only the convert verb
+imports a convert part (torch, transformers). Adding a kind is its package plus one entry
+here and its name in :data:`PipelineName`.
 """
 
 from __future__ import annotations
@@ -29,40 +34,52 @@ PipelineName = Literal["ensemble", "qwen2-vl"]
 
 @dataclass(frozen=True)
 class PipelineParts:
-    """Where one kind's parts live, each as ``"module:attribute"``, and the distributions
-    its runtime part imports beyond the server's (``runtime_packages``: installed into the
-    images of models of this kind only, pinned by templates/image-constraints.txt, without
-    their dependencies: e.g. ``tokenizers`` declares huggingface-hub, which only its
-    downloads use)."""
+    """Where one kind's parts live, each as ``"module:attribute"`` (``convert`` None: the
+    kind has no converter); ``runtime_modules``, the dotted names of the modules and
+    packages the runtime part imports of its kind, which image wheels pack; and the
+    distributions its runtime part imports beyond the server's (``runtime_packages``:
+    installed into the images of models of this kind only, pinned by
+    templates/image-constraints.txt, without their dependencies: e.g. ``tokenizers``
+    declares huggingface-hub, which only its downloads use)."""
 
     spec: str
     runtime: str
+    runtime_modules: tuple[str, ...]
     runtime_packages: tuple[str, ...] = ()
+    convert: str | None = None
 
 
 PIPELINES: dict[str, PipelineParts] = {
     "ensemble": PipelineParts(
-        "mmaas.spec.pipelines.ensemble:EnsembleKind",
-        "mmaas.server.pipelines.ensemble:EnsembleRuntime",
+        "mmaas.pipelines.ensemble.spec:EnsembleKind",
+        "mmaas.pipelines.ensemble.runtime:EnsembleRuntime",
+        runtime_modules=("mmaas.pipelines.ensemble.runtime",),
     ),
     "qwen2-vl": PipelineParts(
-        "mmaas.spec.pipelines.qwen2_vl:Qwen2VLKind",
-        "mmaas.server.pipelines.qwen2_vl.runtime:Qwen2VLRuntime",
-        ("pillow", "tokenizers"),
+        "mmaas.pipelines.qwen2_vl.spec:Qwen2VLKind",
+        "mmaas.pipelines.qwen2_vl.runtime.pipeline:Qwen2VLRuntime",
+        runtime_modules=("mmaas.pipelines.qwen2_vl.runtime", "mmaas.pipelines.qwen2_vl.config"),
+        runtime_packages=("pillow", "tokenizers"),
+        convert="mmaas.pipelines.qwen2_vl.convert.converter:Qwen2VLConverter",
     ),
 }
 
 
 def load_part(kind: str, part: str) -> Any:
-    """An instance of ``kind``'s ``part`` (``"spec"`` or ``"runtime"``).
+    """An instance of ``kind``'s ``part`` (``"spec"``, ``"runtime"`` or ``"convert"``).
 
     Raises:
-        UsageError: an unknown kind (a manifest from another mmaas), listing the known.
+        UsageError: an unknown kind (a manifest from another mmaas), listing the known; a
+            kind without a converter, listing those with one.
     """
     parts = PIPELINES.get(kind)
     if parts is None:
         raise UsageError(
             f"unknown pipeline kind {kind!r}; this mmaas knows: {', '.join(sorted(PIPELINES))}"
         )
-    module, _, attribute = str(getattr(parts, part)).partition(":")
+    where = getattr(parts, part)
+    if where is None:
+        having = ", ".join(sorted(k for k, p in PIPELINES.items() if getattr(p, part)))
+        raise UsageError(f"pipeline kind {kind!r} has no {part} part; kinds with one: {having}")
+    module, _, attribute = str(where).partition(":")
     return getattr(importlib.import_module(module), attribute)()

@@ -1,0 +1,41 @@
+"""Atomic writes of exported graphs and binary side files (temp file or folder beside the
+target, mode 0644, then rename)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+# Bytes of weights past which a .onnx cannot hold them (protobuf's 2 GiB, with headroom).
+PROTOBUF_LIMIT = (2 << 30) - (64 << 20)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write ``data`` to a temp file beside ``path`` (mode 0644) and rename it into place."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", delete=False) as f:
+        f.write(data)
+    os.chmod(f.name, 0o644)  # NamedTemporaryFile makes 0600
+    os.replace(f.name, path)
+
+
+def save_program(program: Any, output: Path, weight_bytes: int) -> list[Path]:
+    """Save a ``torch.onnx.ONNXProgram`` atomically: weights inline below protobuf's limit,
+    else beside the graph as ``<name>.data`` (ONNX external data, which must travel with
+    the .onnx). The data file is renamed first, the .onnx last. Returns the written paths.
+    A stale ``<name>.data`` from an earlier large export is removed."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    external = weight_bytes >= PROTOBUF_LIMIT
+    written = []
+    with tempfile.TemporaryDirectory(dir=output.parent, prefix=f".{output.name}.") as temp:
+        program.save(str(Path(temp) / output.name), external_data=external)
+        for path in sorted(Path(temp).iterdir(), key=lambda p: p.suffix == ".onnx"):
+            os.chmod(path, 0o644)
+            os.replace(path, output.parent / path.name)
+            written.append(output.parent / path.name)
+    stale = output.with_name(output.name + ".data")
+    if not external and stale.exists():
+        stale.unlink()
+    return written

@@ -1,0 +1,85 @@
+"""The generation model's executor: the server's ``Executor`` (``infer``: the whole answer, for
+ModelInfer and HTTP ``/generate``) and ``Decoupled`` (``responses``: one response per token,
+for ModelStreamInfer and ``/generate_stream``), over one :class:`.scheduler.Scheduler`.
+
+Per request: read the values (:mod:`.request`), check and preprocess in a worker thread
+(:meth:`Generator.prepare`: every bad input is an InputError here, before the engine thread
+sees it), submit to the engine thread, then await its events on the event loop. Closing the
+response iterator (the client left) cancels the request: its row leaves the batch before
+the next decode step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Mapping, Sequence
+
+import numpy as np
+
+from mmaas.pipelines.qwen2_vl.runtime.generation import Generator, TokenEvent
+from mmaas.pipelines.qwen2_vl.runtime.request import read_request, token_outputs
+from mmaas.pipelines.qwen2_vl.runtime.scheduler import Scheduler
+from mmaas.server.streaming import Response
+
+Arrays = dict[str, np.ndarray]
+
+
+class GenerationExecutor:
+    """See the module docstring. ``max_batch``: rows per decode step (the language
+    engine's decode profile)."""
+
+    def __init__(self, generator: Generator, max_batch: int) -> None:
+        self.generator = generator
+        self.scheduler = Scheduler(generator, max_batch)
+
+    def start(self) -> None:
+        """Start the engine thread (called on the running loop, before the model is ready)."""
+        self.scheduler.start()
+
+    async def responses(
+        self, inputs: Mapping[str, np.ndarray], outputs: Sequence[str], timeout_s: float | None
+    ) -> AsyncIterator[Response]:
+        """One response per generated token: ``text_output`` = the text that token completes
+        (possibly empty), ``output_ids`` = [its id]; the last one is ``final``.
+
+        Raises:
+            InputError: the request is invalid (before any response).
+            Exception: the engine failed (the request ends; others go on).
+        """
+        loop = asyncio.get_running_loop()
+        request = read_request(inputs)
+        prepared = await loop.run_in_executor(None, self.generator.prepare, request)
+        events: asyncio.Queue[TokenEvent | BaseException] = asyncio.Queue()
+
+        def sink(event: TokenEvent | BaseException) -> None:  # on the engine thread
+            with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits
+                loop.call_soon_threadsafe(events.put_nowait, event)
+
+        ticket = self.scheduler.submit(prepared, sink)
+        try:
+            while True:
+                event = await events.get()
+                if isinstance(event, BaseException):
+                    raise event
+                final = event.finish_reason is not None
+                tensors = token_outputs(event.text, [event.token_id])
+                yield Response({name: tensors[name] for name in outputs}, final=final)
+                if final:
+                    return
+        finally:
+            ticket.cancel()
+
+    async def infer(
+        self, inputs: Mapping[str, np.ndarray], outputs: Sequence[str], timeout_s: float | None
+    ) -> Arrays:
+        """The whole answer: ``text_output`` [1] and every id in ``output_ids``."""
+        ids: list[int] = []
+        async for response in self.responses(inputs, ["output_ids"], timeout_s):
+            ids.extend(int(i) for i in response.outputs["output_ids"])
+        tensors = token_outputs(self.generator.text(ids), ids)
+        return {name: tensors[name] for name in outputs}
+
+    async def close(self) -> None:
+        """Finish the requests in flight, then stop the engine thread."""
+        await asyncio.get_running_loop().run_in_executor(None, self.scheduler.close)

@@ -1,0 +1,95 @@
+"""The served interface, Triton's LLM conventions (TensorRT-LLM / vLLM back ends, the
+``generate`` extension), so existing clients fit:
+
+| input | datatype | shape | |
+| --- | --- | --- | --- |
+| text_input | BYTES | [1] | the question (UTF-8), required |
+| image | BYTES | [N] | 0..max_images encoded pictures, optional |
+| max_tokens | INT32 | [1] | optional |
+| temperature, top_p | FP32 | [1] | optional |
+| top_k, seed | INT32 | [1] | optional |
+| stream | BOOL | [1] | optional; ModelStreamInfer streams whatever it says |
+
+| output | datatype | shape | |
+| --- | --- | --- | --- |
+| text_output | BYTES | [1] | the whole answer (ModelInfer) or one token's text (stream) |
+| output_ids | INT32 | [n] | the generated ids (the stop id included when one ended it) |
+
+Names, datatypes and shapes are checked by the request path against the signature (the
+spec part's, :mod:`mmaas.pipelines.qwen2_vl.spec`, recorded in the manifest); this module
+reads the values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from mmaas.core.errors import InputError
+from mmaas.pipelines.qwen2_vl.runtime.sampling import SamplingParams
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    """One request's values: the text, the encoded images, the sampling fields given
+    (``max_tokens`` None = the default, decided once the prompt's length is known)."""
+
+    text: str
+    images: tuple[bytes, ...]
+    max_tokens: int | None
+    temperature: float
+    top_p: float
+    top_k: int
+    seed: int | None
+
+    def sampling(self, default_max_tokens: int) -> SamplingParams:
+        """Checked SamplingParams (InputError naming the parameter and its range)."""
+        max_tokens = default_max_tokens if self.max_tokens is None else self.max_tokens
+        return SamplingParams(
+            max_tokens, self.temperature, self.top_p, self.top_k, self.seed
+        ).check()
+
+
+def read_request(inputs: Mapping[str, np.ndarray]) -> GenerationRequest:
+    """The values of checked inputs (object arrays of ``bytes`` for BYTES).
+
+    Raises:
+        InputError: text_input is not UTF-8, or an image element is not bytes.
+    """
+    raw = inputs["text_input"].reshape(-1)[0]
+    try:
+        text = raw.decode("utf-8") if isinstance(raw, bytes) else str(raw)
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            f"input 'text_input': not UTF-8 text ({exc.reason} at byte {exc.start})"
+        ) from exc
+    images = tuple(inputs["image"].reshape(-1)) if "image" in inputs else ()
+    for index, data in enumerate(images):
+        if not isinstance(data, bytes):
+            raise InputError(f"input 'image' element {index}: expected encoded image bytes")
+
+    def scalar(name: str) -> float | int | None:
+        array = inputs.get(name)
+        return None if array is None else array.reshape(-1)[0].item()
+
+    temperature, top_p = scalar("temperature"), scalar("top_p")
+    top_k, max_tokens, seed = scalar("top_k"), scalar("max_tokens"), scalar("seed")
+    return GenerationRequest(
+        text=text,
+        images=images,
+        max_tokens=None if max_tokens is None else int(max_tokens),
+        temperature=0.0 if temperature is None else float(temperature),
+        top_p=1.0 if top_p is None else float(top_p),
+        top_k=0 if top_k is None else int(top_k),
+        seed=None if seed is None else int(seed),
+    )
+
+
+def token_outputs(text: str, ids: list[int]) -> dict[str, np.ndarray]:
+    """text_output BYTES [1] and output_ids INT32 [n] of an answer or of one token."""
+    return {
+        "text_output": np.array([text.encode("utf-8")], dtype=object),
+        "output_ids": np.array(ids, dtype=np.int32),
+    }

@@ -1,0 +1,148 @@
+"""The qwen2-vl kind's cross-checks of its engines and assets (see
+:mod:`mmaas.pipelines.qwen2_vl.spec`). Each problem is (key path under
+``pipeline.settings``, what is wrong and what to do)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+
+from mmaas.core.errors import IntegrityError
+from mmaas.core.hashing import matches
+from mmaas.core.manifest import ModelInfo, TensorInfo
+from mmaas.pipelines.qwen2_vl.config import RuntimeConfig
+from mmaas.spec.yamlio import KeyPath
+
+Problems = list[tuple[KeyPath, str]]
+HERE: KeyPath = ()
+ENGINE_INPUTS = {
+    "vision": {"pixel_values": ("FP32", 2), "grid_thw": ("INT64", 2)},
+    "language": {"inputs_embeds": ("FP32", 3), "attention_mask": ("INT64", 2),
+                 "position_ids": ("INT64", 3)},
+}  # fmt: skip
+ASSETS = ("runtime", "tokenizer", "embed_tokens")
+EXPORT = "convert again (`mmaas convert qwen2-vl OUT_DIR`) and keep its files together"
+
+
+def check_engines(engines: Mapping[str, ModelInfo]) -> Problems:
+    """The two engines exist with the tensors the runtime feeds and reads, and the
+    language profile's points are consistent."""
+    missing = [name for name in ENGINE_INPUTS if name not in engines]
+    if missing:
+        names = ", ".join(missing)
+        return [(HERE, f"the qwen2-vl pipeline needs engines named 'vision' and 'language' "
+                       f"(missing: {names}); see models/qwen-vl/model.yaml")]  # fmt: skip
+    problems: Problems = []
+    for engine, wanted in ENGINE_INPUTS.items():
+        declared = {t.name: t for t in engines[engine].inputs}
+        for name, (datatype, rank) in wanted.items():
+            tensor = declared.get(name)
+            if tensor is None or (tensor.datatype, len(tensor.shape)) != (datatype, rank):
+                problems.append((HERE, f"engine {engine!r} needs input {name!r} ({datatype}, "
+                                       f"rank {rank}); {EXPORT}"))  # fmt: skip
+    if problems:
+        return problems
+    vision_width = _output(engines["vision"], "image_embeds")
+    language_width = _input(engines["language"], "inputs_embeds").shape[2]
+    if vision_width is None or vision_width.shape[-1] != language_width:
+        problems.append((HERE, f"engine 'vision' must output image_embeds of width "
+                               f"{language_width} (the language engine's); {EXPORT}"))  # fmt: skip
+    return problems + _check_language_profile(engines["language"])
+
+
+def _check_language_profile(language: ModelInfo) -> Problems:
+    """At each of min, opt, max: one batch size, attention_mask = past + seq, position_ids
+    [3, batch, seq] (the graph is valid only there; the build runs the engine at them)."""
+    past = [t for t in language.inputs if t.name.startswith("past_key_values.")]
+    if not past:
+        return [(HERE, f"engine 'language' has no past_key_values.* inputs; {EXPORT}")]
+    embeds, mask = _input(language, "inputs_embeds"), _input(language, "attention_mask")
+    positions = _input(language, "position_ids")
+    problems: Problems = []
+    for point in ("min", "opt", "max"):
+        e, m, p = (getattr(t, point) for t in (embeds, mask, positions))
+        pasts = {getattr(t, point)[2] for t in past}
+        batches = {e[0], m[0], p[1], *(getattr(t, point)[0] for t in past)}
+        fits = len(pasts) == len(batches) == 1 and m[1] == e[1] + min(pasts)
+        if not fits or (p[0], p[2]) != (3, e[1]):
+            shapes = f"inputs_embeds {list(e)}, attention_mask {list(m)}, position_ids {list(p)}"
+            message = (
+                f"the language engine's {point} shapes do not fit together ({shapes}, past "
+                f"lengths {sorted(pasts)}): at each point every input takes the same batch, "
+                "attention_mask's length is past + seq, position_ids is [3, batch, seq]"
+            )
+            problems.append((HERE, message))
+    return problems
+
+
+def check_assets(engines: Mapping[str, ModelInfo], assets: Mapping[str, Path]) -> Problems:
+    """runtime.json, tokenizer.json and embed_tokens.npy are there and belong together and
+    to these engines."""
+    missing = [name for name in ASSETS if name not in assets]
+    if missing:
+        names = ", ".join(missing)
+        return [(HERE, f"the qwen2-vl pipeline needs assets named {', '.join(ASSETS)} "
+                       f"(missing: {names}); see models/qwen-vl/model.yaml")]  # fmt: skip
+    try:
+        config = RuntimeConfig.read(assets["runtime"])
+    except IntegrityError as exc:
+        return [(HERE, f"asset 'runtime': {exc}")]
+    problems = [
+        (HERE, f"asset {name!r} ({assets[name].name}) is not the file runtime.json was "
+               f"exported with (sha256 differs); {EXPORT}")
+        for name, file in (("tokenizer", "tokenizer.json"), ("embed_tokens", "embed_tokens.npy"))
+        if not _pinned(assets[name], config.files.get(file))
+    ]  # fmt: skip
+    return problems + _check_dimensions(engines, assets["embed_tokens"], config)
+
+
+def _check_dimensions(
+    engines: Mapping[str, ModelInfo], table: Path, config: RuntimeConfig
+) -> Problems:
+    lang = engines["language"]
+    pasts = [t for t in lang.inputs if t.name.startswith("past_key_values.")]
+    have = {
+        "num_layers": len(pasts) // 2,
+        "kv_heads": pasts[0].shape[1],
+        "head_dim": pasts[0].shape[3],
+        "hidden_size": _input(lang, "inputs_embeds").shape[2],
+        "vocab_size": logits.shape[-1] if (logits := _output(lang, "logits")) else None,
+    }
+    problems: Problems = [
+        (HERE, f"runtime.json says {key} {getattr(config.language, key)!r}, the language "
+               f"engine has {value!r}; {EXPORT}")
+        for key, value in have.items()
+        if getattr(config.language, key) != value
+    ]  # fmt: skip
+    try:
+        shape = np.load(table, mmap_mode="r").shape
+    except (OSError, ValueError) as exc:
+        return [*problems, (HERE, f"asset 'embed_tokens': not a .npy array ({exc}); {EXPORT}")]
+    if tuple(shape) != (have["vocab_size"], have["hidden_size"]):
+        want = [have["vocab_size"], have["hidden_size"]]
+        problems.append((HERE, f"asset 'embed_tokens' is {list(shape)}, expected [vocab, "
+                               f"hidden] = {want}"))  # fmt: skip
+    grid = _input(engines["vision"], "grid_thw")
+    proved = config.prompt_proved_images
+    if grid.max and grid.max[0] > proved:
+        problems.append((HERE, f"the vision profile takes {grid.max[0]} images, but the chat "
+                               f"template was proved for {proved}; convert with --max-images "
+                               f"{grid.max[0]}"))  # fmt: skip
+    return problems
+
+
+def _input(info: ModelInfo, name: str) -> TensorInfo:
+    return next(t for t in info.inputs if t.name == name)
+
+
+def _output(info: ModelInfo, name: str) -> TensorInfo | None:
+    return next((t for t in info.outputs if t.name == name), None)
+
+
+def _pinned(path: Path, sha256: str | None) -> bool:
+    try:
+        return sha256 is not None and matches(path, f"sha256:{sha256}")
+    except OSError:
+        return False
