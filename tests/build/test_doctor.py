@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from mmaas.backends import BACKENDS, Parts
-from mmaas.backends.tensorrt.gpu import query_gpus
+from mmaas.backends.tensorrt.runtime.gpu import query_gpus
 from mmaas.build import docker as docker_engine
 from mmaas.build import doctor
 from mmaas.build.doctor import diagnose

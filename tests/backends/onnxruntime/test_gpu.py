@@ -23,8 +23,8 @@ import onnxruntime as ort
 import pytest
 from scripts.gpu_models import FP16_GATE, write_gpu_model
 
-from mmaas.backends.onnxruntime.gpu import GpuEngine
 from mmaas.backends.onnxruntime.runtime import OnnxRuntimeRuntime
+from mmaas.backends.onnxruntime.runtime.gpu import GpuEngine
 from mmaas.build.local import compile_local
 from mmaas.core.manifest import read_manifest
 from paths import ROOT
@@ -240,7 +240,7 @@ def test_fp16_conversion_passes_the_accuracy_gate_measured_on_the_gpu(tmp_path: 
 
 
 def test_doctor_reports_the_cuda_provider_driver_and_cuda_versions() -> None:
-    from mmaas.backends.onnxruntime.doctor import cuda_provider, driver_facts
+    from mmaas.backends.onnxruntime.host.doctor import cuda_provider, driver_facts
 
     line = cuda_provider()
     facts = driver_facts()

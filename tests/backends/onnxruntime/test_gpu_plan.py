@@ -15,9 +15,9 @@ import onnxruntime as ort
 import pytest
 from scripts.gpu_models import write_gpu_model
 
-from mmaas.backends.onnxruntime.providers import profile_text, providers
 from mmaas.backends.onnxruntime.runtime import EXECUTION_FILE, OnnxRuntimeRuntime
-from mmaas.backends.onnxruntime.settings import GpuSettings, TensorRTProviderSettings
+from mmaas.backends.onnxruntime.runtime.providers import profile_text, providers
+from mmaas.backends.onnxruntime.runtime.settings import GpuSettings, TensorRTProviderSettings
 from mmaas.build.context import plan_builds
 from mmaas.build.local import compile_local
 from mmaas.build.render import render_dockerfile

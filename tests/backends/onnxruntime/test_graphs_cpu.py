@@ -11,8 +11,8 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from mmaas.backends.onnxruntime import graphs
-from mmaas.backends.onnxruntime.gpu import GpuEngine
+from mmaas.backends.onnxruntime.runtime import graphs
+from mmaas.backends.onnxruntime.runtime.gpu import GpuEngine
 from mmaas.core.manifest import ModelInfo, TensorInfo
 from onnx_builder import FLOAT, make_onnx
 

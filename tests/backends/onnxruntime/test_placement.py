@@ -10,9 +10,9 @@ from types import SimpleNamespace
 
 import onnxruntime as ort
 
-from mmaas.backends.onnxruntime.gpu import _inactive
-from mmaas.backends.onnxruntime.placement import Placement, capture_fd2, parse_placement
-from mmaas.backends.onnxruntime.settings import GpuSettings
+from mmaas.backends.onnxruntime.runtime.gpu import _inactive
+from mmaas.backends.onnxruntime.runtime.placement import Placement, capture_fd2, parse_placement
+from mmaas.backends.onnxruntime.runtime.settings import GpuSettings
 from mmaas.server.gpu_metrics import open_reader
 from onnx_builder import FLOAT, make_onnx
 from paths import FIXTURES

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from mmaas.backends.tensorrt.bindings import read_bindings, served_signature, to_binding
+from mmaas.backends.tensorrt.runtime.bindings import read_bindings, served_signature, to_binding
 from mmaas.core.errors import BuildError, InputError
 from mmaas.core.manifest import ModelInfo, TensorInfo
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from mmaas.backends.tensorrt.cache_run import CacheRun
-from mmaas.backends.tensorrt.timing_cache import CacheKey, TimingCacheStore
-from mmaas.backends.tensorrt.trtexec.log import parse_trtexec_log
+from mmaas.backends.tensorrt.builder.cache_run import CacheRun
+from mmaas.backends.tensorrt.builder.timing_cache import CacheKey, TimingCacheStore
+from mmaas.backends.tensorrt.builder.trtexec.log import parse_trtexec_log
 from paths import FIXTURES
 
 A10 = CacheKey("10.14.1", "8.6", "NVIDIA A10")

@@ -9,7 +9,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from mmaas.backends.tensorrt.precision import convert_fp16, has_qdq
+from mmaas.backends.tensorrt.builder.precision import convert_fp16, has_qdq
 from mmaas.core.errors import BuildError
 from mmaas.core.manifest import ModelInfo, TensorInfo
 

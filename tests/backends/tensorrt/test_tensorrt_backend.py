@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from mmaas.backends import CompileRequest, get_compiler, get_runtime
-from mmaas.backends.tensorrt.preflight import main as stage_main
 from mmaas.backends.tensorrt.runtime import TensorRTRuntime
+from mmaas.backends.tensorrt.runtime.preflight import main as stage_main
 from mmaas.core.errors import BuildError, CompatibilityError
 from mmaas.core.manifest import FileRecord, Manifest, ModelInfo, TensorInfo
 from onnx_builder import TRT_SETTINGS

@@ -15,7 +15,7 @@ import onnxruntime as ort
 import pytest
 import tritonclient.grpc as triton
 
-from mmaas.backends.tensorrt.compiler import TensorRTCompiler
+from mmaas.backends.tensorrt.builder import TensorRTCompiler
 from mmaas.backends.tensorrt.runtime import TRTEXEC_PATHS, TensorRTRuntime, tensorrt_version
 from mmaas.build.plan import compile_request
 from mmaas.core.manifest import Manifest

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mmaas.backends.tensorrt.gpu_route import target_tag, tensorrt_labels
-from mmaas.backends.tensorrt.latency import latency_argv, latency_figures, latency_inputs
-from mmaas.backends.tensorrt.trtexec.log import parse_trtexec_log
+from mmaas.backends.tensorrt.builder.latency import latency_argv, latency_figures, latency_inputs
+from mmaas.backends.tensorrt.builder.trtexec.log import parse_trtexec_log
+from mmaas.backends.tensorrt.host.gpu_route import target_tag, tensorrt_labels
 from mmaas.core.errors import BuildError
 from mmaas.core.manifest import FileRecord, Manifest, ModelInfo, TensorInfo
 from mmaas.core.sample_values import SampleValues

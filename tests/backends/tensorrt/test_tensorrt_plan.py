@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from mmaas.backends.tensorrt.image import (
+from mmaas.backends.tensorrt.host.image import (
     compile_run_argv,
     tensorrt_plan_values,
 )
@@ -105,9 +105,8 @@ def test_compile_build_is_the_builder_stage_and_checks_gpu_before_trtexec(ppocr_
     assert entry.index("preflight --tensorrt 10.13 --gpu &&") < entry.index(
         "python -m mmaas.stage build /opt/mmaas/build/engine-request.json /opt/mmaas/out/engine"
     )
-    assert "RUN python -m mmaas.backends.tensorrt.preflight preflight --tensorrt 10.13 \\" in (
-        compile_text
-    )
+    preflight = "python -m mmaas.backends.tensorrt.runtime.preflight preflight --tensorrt 10.13"
+    assert f"RUN {preflight} \\" in compile_text
     assert "MMAAS_TIMING_CACHE_DIR=/opt/mmaas/timing-cache" in compile_text
     assert "--mount=type=cache,target=/root/.cache/pip" in compile_text
     assert "LABEL" not in compile_text  # runtime settings and labels never touch the compile
@@ -141,7 +140,12 @@ def test_plan_stages_tensorrt_modules_requirements_and_calibration_cache(
     )
     targets = {f.target: f.source for f in compile_plan.files}
     assert targets["model/calib.cache"] == calibration
-    builder = ("mmaas.core", "mmaas.stage", "mmaas.backends.tensorrt")
+    builder = (
+        "mmaas.core",
+        "mmaas.stage",
+        "mmaas.backends.tensorrt.builder",
+        "mmaas.backends.tensorrt.runtime",
+    )
     assert compile_plan.wheels == (ContextWheel(TOOLKIT_DIR, builder, "wheels/builder"),)
     for package in builder:
         assert TOOLKIT_DIR.joinpath(*package.split(".")[1:], "__init__.py").is_file()
@@ -158,7 +162,7 @@ def test_plan_stages_tensorrt_modules_requirements_and_calibration_cache(
     package = package_plan(calibrated, {"model": None}, {"model": tmp_path / "engine"}, None, True)
     staged = {f.target for f in package.files}
     assert "model/calib.cache" not in staged and "engine" in staged
-    runtime = ("mmaas.core", "mmaas.server", "mmaas.backends.tensorrt")
+    runtime = ("mmaas.core", "mmaas.server", "mmaas.backends.tensorrt.runtime")
     assert [w.packages for w in package.wheels] == [builder, runtime]
     # the TensorRT runtime image carries no build-only dependency
     needs = package.generated["requirements-runtime.txt"]
@@ -222,7 +226,7 @@ def test_values_and_compile_run_argv(tmp_path: Path) -> None:
         f"{tmp_path}/o:/opt/mmaas/out",
         "mmaas/det:1.0.0-builder",
     ]
-    assert (TOOLKIT_DIR / "backends" / "tensorrt" / "gpu_route.py").is_file()
+    assert (TOOLKIT_DIR / "backends" / "tensorrt" / "host" / "gpu_route.py").is_file()
 
 
 def test_values_check_gpu_targets() -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from mmaas.backends.tensorrt.timing_cache import CacheKey, TimingCacheStore
+from mmaas.backends.tensorrt.builder.timing_cache import CacheKey, TimingCacheStore
 from mmaas.cli.cache import command
 from mmaas.core import proc
 from mmaas.core.hashing import bytes_digest

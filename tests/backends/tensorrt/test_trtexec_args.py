@@ -1,7 +1,7 @@
 """Contract tests: the exact trtexec argv for real models, awkward names and refusals.
 
 TensorRT cannot run here, so these vectors are the contract a GPU host executes; each
-flag's spelling per release is from mmaas.backends.tensorrt.releases (checked against
+flag's spelling per release is from mmaas.backends.tensorrt.runtime.releases (checked against
 sampleOptions.cpp).
 """
 
@@ -13,8 +13,8 @@ from pathlib import Path
 import onnx
 import pytest
 
-from mmaas.backends.tensorrt.settings import TensorRTSettings
-from mmaas.backends.tensorrt.trtexec.argv import trtexec_argv
+from mmaas.backends.tensorrt.builder.settings import TensorRTSettings
+from mmaas.backends.tensorrt.builder.trtexec.argv import trtexec_argv
 from mmaas.core.errors import SpecError
 from mmaas.core.manifest import ModelInfo, TensorInfo
 from onnx_builder import TRT_SETTINGS

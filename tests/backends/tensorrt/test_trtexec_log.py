@@ -5,12 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from mmaas.backends.tensorrt.trtexec.log import (
-    Stats,
-    TrtexecLog,
-    parse_trtexec_log,
-    tensorrt_version_from_tag,
-)
+from mmaas.backends.tensorrt.builder.trtexec.log import Stats, TrtexecLog, parse_trtexec_log
+from mmaas.backends.tensorrt.runtime.releases import tensorrt_version_from_tag
 from paths import FIXTURES
 
 FIXTURES = FIXTURES / "trtexec"

@@ -21,17 +21,17 @@ from typing import Any
 import pytest
 
 from mmaas.backends import CompileRequest
-from mmaas.backends.tensorrt.compiler import TensorRTCompiler
-from mmaas.backends.tensorrt.runtime import TensorRTRuntime
-from mmaas.backends.tensorrt.trtexec.argv import trtexec_argv
-from mmaas.backends.tensorrt.trtexec.log import parse_trtexec_log
-from mmaas.backends.tensorrt.trtexec.network import network_inputs
-from mmaas.backends.tensorrt.trtexec.profile import (
+from mmaas.backends.tensorrt.builder import TensorRTCompiler
+from mmaas.backends.tensorrt.builder.trtexec.argv import trtexec_argv
+from mmaas.backends.tensorrt.builder.trtexec.log import parse_trtexec_log
+from mmaas.backends.tensorrt.builder.trtexec.network import network_inputs
+from mmaas.backends.tensorrt.builder.trtexec.profile import (
     ProfileShapes,
     ShapeOverride,
     engine_profile,
     profile_mismatches,
 )
+from mmaas.backends.tensorrt.runtime import TensorRTRuntime
 from mmaas.core.errors import BuildError, SpecError
 from mmaas.core.manifest import ModelInfo, TensorInfo
 from mmaas.spec.onnx_graph import read_signature

@@ -8,9 +8,11 @@ from __future__ import annotations
 import secrets
 from pathlib import Path
 
-from mmaas.backends import CompileBuild, get_target
+from mmaas.backends import get_target
+from mmaas.backends.targets import CompileBuild
 from mmaas.build import docker as docker_engine
 from mmaas.build.cache.key import builder_image
+from mmaas.build.cache.registry import remove_image
 from mmaas.build.context import ca_bundle_of, compile_plan, stage_context
 from mmaas.build.plan import BuildPlan
 from mmaas.core.errors import DockerError
@@ -42,6 +44,8 @@ def compile_engine(
         tag=tag,
         docker=docker_engine.client().argv(),
         work=work,
+        copy_out=lambda source, dest: docker_engine.copy_from_image(tag, source, dest),
+        remove_image=remove_image,
     )
     try:
         engine_dir = get_target(engine.spec.backend).compile_engine(build)

@@ -12,14 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import mmaas
+from mmaas.backends.targets import ENGINE_CONTEXT, ContextFile
 from mmaas.build import docker as docker_engine
-from mmaas.build.plan import (
-    ENGINE_CONTEXT,
-    BuildPlan,
-    ContextFile,
-    make_package_plan,
-    make_plan,
-)
+from mmaas.build.plan import BuildPlan, make_package_plan, make_plan
 from mmaas.build.render import render_dockerfile
 from mmaas.build.requests import model_request
 from mmaas.build.wheel import pack_wheel

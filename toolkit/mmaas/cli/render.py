@@ -30,11 +30,11 @@ from pathlib import Path
 import click
 
 from mmaas.backends import get_target
-from mmaas.backends.targets import BuildCommand
+from mmaas.backends.targets import ENGINE_CONTEXT, BuildCommand
 from mmaas.build import docker as docker_engine
 from mmaas.build.command import engine_commands
 from mmaas.build.context import plan_builds, stage_context
-from mmaas.build.plan import ENGINE_CONTEXT, BuildPlan
+from mmaas.build.plan import BuildPlan
 from mmaas.build.render import render_dockerfile
 from mmaas.cli.options import ca_bundle_option
 from mmaas.core.errors import UsageError

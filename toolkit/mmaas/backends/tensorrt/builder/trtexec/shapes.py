@@ -9,7 +9,7 @@ wrapped in single quotes (``'onnx::Conv_1':1x3x224x224``, C1); a rank-0 input is
 with a dynamic dim must carry a full profile; a model without dynamic inputs gets no shape
 flags (trtexec refuses explicit shapes for a static model).
 
-"Dynamic" is the *network's* view (:mod:`mmaas.backends.tensorrt.trtexec.network`): an
+"Dynamic" is the *network's* view (:mod:`mmaas.backends.tensorrt.builder.trtexec.network`): an
 axis the ONNX file leaves dynamic stays dynamic to trtexec even where model.yaml pins it
 with ``shape:`` or min = opt = max, so such an input still gets its three shapes (the
 pinned ones); without them trtexec would pin the axis to 1.

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from mmaas.backends.targets import DockerHost, HostCheck, Readiness
-from mmaas.backends.tensorrt.gpu import query_gpus
+from mmaas.backends.tensorrt.runtime.gpu import query_gpus
 
 CDI_DIRS = (Path("/etc/cdi"), Path("/var/run/cdi"))
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mmaas.backends.tensorrt.releases import parse_version
+from mmaas.backends.tensorrt.runtime.releases import parse_version
 from mmaas.core.errors import CompatibilityError
 
 

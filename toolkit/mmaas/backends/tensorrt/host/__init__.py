@@ -1,12 +1,13 @@
-"""TensorRT (NVIDIA GPUs): the build target, what ``mmaas build`` needs on the host.
+"""TensorRT (NVIDIA GPUs): the host part of the back end, its build target (what ``mmaas
+validate``, ``render``, ``build`` and ``doctor`` need on the host).
 
 The builder stage starts from ``build.tensorrt.builder_image`` (NVIDIA's TensorRT image);
-the compile takes the GPU route (:mod:`mmaas.backends.tensorrt.gpu_route`: ``docker
+the compile takes the GPU route (:mod:`mmaas.backends.tensorrt.host.gpu_route`: ``docker
 build --target builder``, then ``docker run --gpus all`` of it), because a build step sees
 no GPU. A missing GPU is reported before any Docker work (C11); the image gets the
 engine's TensorRT, CUDA, driver and GPU labels (C12) and, with ``build.tensorrt.
 gpu_targets``, the ``repo:tag-smNN`` tag of the target it was built on. Template values
-and their checks: :mod:`mmaas.backends.tensorrt.image`.
+and their checks: :mod:`mmaas.backends.tensorrt.host.image`.
 """
 
 from __future__ import annotations
@@ -15,33 +16,38 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from mmaas.backends import CompileBuild, ImageRecipe
-from mmaas.backends.targets import BuildCommand, DockerHost, Readiness
-from mmaas.backends.tensorrt.bindings import KSERVE_BY_TRT
-from mmaas.backends.tensorrt.gpu_route import (
-    BUILDER_TARGET,
+from mmaas.backends.targets import (
+    BuildCommand,
+    CompileBuild,
+    ContextFile,
+    DockerHost,
+    ImageRecipe,
+    Readiness,
+)
+from mmaas.backends.tensorrt.builder.settings import TensorRTSettings
+from mmaas.backends.tensorrt.builder.timing_cache import TimingCacheStore
+from mmaas.backends.tensorrt.builder.trtexec.command import (
+    FP16_ONNX,
+    STAGED_MODEL_DIR,
+    compile_argv,
+    converts_to_fp16,
+)
+from mmaas.backends.tensorrt.builder.trtexec.network import network_inputs
+from mmaas.backends.tensorrt.host.doctor import tensorrt_readiness
+from mmaas.backends.tensorrt.host.gpu_route import (
     compile_on_gpu,
     gpu_build_commands,
     require_gpu,
     target_tag,
     tensorrt_labels,
 )
-from mmaas.backends.tensorrt.host import tensorrt_readiness
-from mmaas.backends.tensorrt.image import tensorrt_plan_values
-from mmaas.backends.tensorrt.releases import parse_version
-from mmaas.backends.tensorrt.settings import TensorRTSettings
-from mmaas.backends.tensorrt.timing_cache import TimingCacheStore
-from mmaas.backends.tensorrt.trtexec.command import (
-    FP16_ONNX,
-    STAGED_MODEL_DIR,
-    compile_argv,
-    converts_to_fp16,
-)
-from mmaas.backends.tensorrt.trtexec.network import network_inputs
-from mmaas.build.plan import ContextFile
+from mmaas.backends.tensorrt.host.image import tensorrt_plan_values
+from mmaas.backends.tensorrt.runtime.bindings import KSERVE_BY_TRT
+from mmaas.backends.tensorrt.runtime.releases import parse_version
 from mmaas.core.errors import UsageError
 from mmaas.core.manifest import Manifest
 from mmaas.core.profile import quotable
+from mmaas.spec.engines import model_info
 from mmaas.spec.model import ModelSpec
 
 
@@ -51,8 +57,13 @@ class TensorRTTarget:
     name = "tensorrt"
     precisions = ("fp32", "tf32", "fp16", "bf16", "int8", "fp8")
     runs_on_gpu = True
-    runtime_packages = ("mmaas.core", "mmaas.server", "mmaas.backends.tensorrt")
-    builder_packages = ("mmaas.core", "mmaas.stage", "mmaas.backends.tensorrt")
+    runtime_packages = ("mmaas.core", "mmaas.server", "mmaas.backends.tensorrt.runtime")
+    builder_packages = (
+        "mmaas.core",
+        "mmaas.stage",
+        "mmaas.backends.tensorrt.builder",
+        "mmaas.backends.tensorrt.runtime",
+    )
 
     def recipe(self, spec: ModelSpec) -> ImageRecipe:
         """The GPU template; runtime: the server only (TensorRT and cuda-python come from
@@ -120,13 +131,14 @@ class TensorRTTarget:
 
     def hardware_class(self, spec: ModelSpec) -> dict[str, Any]:
         """``{"compute_capability"}`` of this host's first GPU (``"none"`` without one)."""
-        from mmaas.backends.tensorrt.gpu import query_gpus
+        from mmaas.backends.tensorrt.runtime.gpu import query_gpus
 
         gpus = query_gpus().gpus
         return {"compute_capability": gpus[0].compute_capability if gpus else "none"}
 
     def template_values(self, spec: ModelSpec) -> dict[str, Any]:
-        """See :func:`mmaas.backends.tensorrt.image.tensorrt_plan_values` (raises SpecError)."""
+        """See :func:`mmaas.backends.tensorrt.host.image.tensorrt_plan_values` (raises
+        SpecError)."""
         return tensorrt_plan_values(spec)
 
     def engine_files(self, spec: ModelSpec, folder: Path) -> tuple[ContextFile, ...]:
@@ -141,9 +153,7 @@ class TensorRTTarget:
 
     def compile_engine(self, build: CompileBuild) -> Path:
         """The GPU route: the builder stage, then its compile in ``docker run --gpus all``."""
-        return compile_on_gpu(
-            lambda: build.build(BUILDER_TARGET), build.docker, build.tag, build.work / "out"
-        )
+        return compile_on_gpu(build, build.work / "out")
 
     def labels(self, manifest: Manifest) -> dict[str, str]:
         """The facts a host needs to run the engine (C12)."""
@@ -151,19 +161,18 @@ class TensorRTTarget:
 
     def readiness(self, host: DockerHost) -> Readiness:
         """GPUs, the NVIDIA container runtime, TensorRT on the host
-        (:func:`mmaas.backends.tensorrt.host.tensorrt_readiness`)."""
+        (:func:`mmaas.backends.tensorrt.host.doctor.tensorrt_readiness`)."""
         return tensorrt_readiness(host)
 
     def engine_command(self, spec: ModelSpec, source: Path, spec_file: str) -> list[str]:
         """trtexec's argv as the compile container runs it
-        (:func:`~mmaas.backends.tensorrt.trtexec.command.compile_argv`): shapes for every
+        (:func:`~mmaas.backends.tensorrt.builder.trtexec.command.compile_argv`): shapes for every
         input ``source`` (the ONNX file) leaves dynamic, the flags of the pinned release.
 
         Raises:
             SpecError: every setting that release refuses, in ``spec_file``.
         """
-        from mmaas.backends.tensorrt.precision import has_qdq
-        from mmaas.build.requests import model_info
+        from mmaas.backends.tensorrt.builder.precision import has_qdq
 
         settings = self.engine_settings(spec)
         try:

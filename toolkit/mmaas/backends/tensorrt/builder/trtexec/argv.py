@@ -1,26 +1,26 @@
 """The trtexec argument vector of one engine build: spec + target TensorRT release -> argv.
 
 Pure: no I/O, no subprocess. Every flag comes from the row of
-:mod:`mmaas.backends.tensorrt.releases` for the target release (checked against trtexec's
+:mod:`mmaas.backends.tensorrt.runtime.releases` for the target release (checked against trtexec's
 ``sampleOptions.cpp``); a setting that needs a flag the release lacks is refused with
 :class:`~mmaas.core.errors.SpecError` before any build.
 
 Shape specs (``--minShapes`` / ``--optShapes`` / ``--maxShapes``) come from
-:mod:`mmaas.backends.tensorrt.trtexec.shapes`.
+:mod:`mmaas.backends.tensorrt.builder.trtexec.shapes`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from mmaas.backends.tensorrt.releases import (
+from mmaas.backends.tensorrt.builder.settings import TensorRTSettings
+from mmaas.backends.tensorrt.builder.trtexec.shapes import profile_args
+from mmaas.backends.tensorrt.runtime.releases import (
     FP8_MIN_COMPUTE_CAPABILITY,
     TrtexecFlags,
     parse_version,
     trtexec_flags,
 )
-from mmaas.backends.tensorrt.settings import TensorRTSettings
-from mmaas.backends.tensorrt.trtexec.shapes import profile_args
 from mmaas.core.errors import SpecError, SpecProblem, UsageError
 from mmaas.core.manifest import ModelInfo
 
@@ -65,7 +65,7 @@ def trtexec_argv(
             tensors or Q/DQ nodes): built strongly typed where the release can.
         compute_capability: target GPU, e.g. ``"8.6"``; checked for fp8 when known.
         verify_cache: add ``--errorOnTimingCacheMiss`` (proves a rebuild reused the cache).
-        network: the ONNX file's input dims (:func:`~mmaas.backends.tensorrt.trtexec.
+        network: the ONNX file's input dims (:func:`~mmaas.backends.tensorrt.builder.trtexec.
             network.network_inputs`), which decide the inputs that need shapes; None: the
             served shapes.
 

@@ -1,9 +1,9 @@
 """ONNX Runtime: the runtime part of the back end (load, describe, check_compatible).
 
-load: the optimized model (written by :mod:`mmaas.backends.onnxruntime.compiler`) is opened
+load: the optimized model (written by :mod:`mmaas.backends.onnxruntime.builder`) is opened
 with optimizations off (they are already applied), which also keeps start-up short. A GPU
 engine (its directory holds :data:`EXECUTION_FILE`) opens a CUDA or TensorRT session
-instead (:mod:`mmaas.backends.onnxruntime.gpu`: preflight, placement, CUDA graphs); the
+instead (:mod:`mmaas.backends.onnxruntime.runtime.gpu`: preflight, placement, CUDA graphs); the
 builder stage's copy of this runtime (``build_check``) checks a GPU engine on the CPU
 provider when no GPU is visible there (a ``docker build`` step sees none), and captures no
 CUDA graphs. ``MMAAS_CUDA_GRAPHS=false`` turns the engine's CUDA graphs off at run time;
@@ -91,7 +91,7 @@ class OnnxRuntimeRuntime:
         """Open ``directory/<engine>``. CPU: optimizations off and ``threads`` intra-op
         threads (0 = ONNX Runtime's default, one per core); with fewer threads than cores
         (several instances) the pool does not spin (``session.intra_op.allow_spinning``).
-        GPU: :func:`mmaas.backends.onnxruntime.gpu.load_gpu` (``threads`` unused).
+        GPU: :func:`mmaas.backends.onnxruntime.runtime.gpu.load_gpu` (``threads`` unused).
 
         Raises:
             CompatibilityError: a GPU engine whose GPU provider cannot start here.
@@ -101,8 +101,8 @@ class OnnxRuntimeRuntime:
         return self._load_cpu(directory, manifest, threads)
 
     def _load_gpu(self, directory: Path, manifest: Manifest, threads: int) -> Any:
-        from mmaas.backends.onnxruntime.gpu import load_gpu
-        from mmaas.backends.onnxruntime.settings import GpuSettings
+        from mmaas.backends.onnxruntime.runtime.gpu import load_gpu
+        from mmaas.backends.onnxruntime.runtime.settings import GpuSettings
 
         recorded = json.loads((directory / EXECUTION_FILE).read_text())
         gpu = GpuSettings.from_json(recorded["gpu"])

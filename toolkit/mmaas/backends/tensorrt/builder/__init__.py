@@ -1,14 +1,15 @@
-"""TensorRT (NVIDIA GPUs): the compiler part of the back end, run in the builder stage.
+"""TensorRT (NVIDIA GPUs): the builder part of the back end (its compiler), run in the
+builder stage.
 
-compile: runs ``trtexec`` (argv from :mod:`mmaas.backends.tensorrt.trtexec.command`, shape
+compile: runs ``trtexec`` (argv from :mod:`mmaas.backends.tensorrt.builder.trtexec.command`, shape
 flags for every input the ONNX file leaves dynamic) in the engine directory through
-:mod:`mmaas.core.proc`, parses its log (:mod:`mmaas.backends.tensorrt.trtexec.log`) into
+:mod:`mmaas.core.proc`, parses its log (:mod:`mmaas.backends.tensorrt.builder.trtexec.log`) into
 the build report, checks the engine's optimization profile read back from that log
 against model.yaml's (an input trtexec pinned for want of shapes fails the build), and
-keeps the timing cache truthfully (:mod:`mmaas.backends.tensorrt.cache_run`: reused,
+keeps the timing cache truthfully (:mod:`mmaas.backends.tensorrt.builder.cache_run`: reused,
 rejected, dropped after a failed build and one retry without it). On TensorRT 11
 (strongly typed only) an fp16 target is converted in the builder first and checked against
-the fp32 graph (:mod:`mmaas.backends.tensorrt.precision`); int8/fp8 builds look for Q/DQ
+the fp32 graph (:mod:`mmaas.backends.tensorrt.builder.precision`); int8/fp8 builds look for Q/DQ
 nodes. The
 latency gate uses trtexec's own timer (:meth:`TensorRTCompiler.latency_probe`).
 """
@@ -22,23 +23,23 @@ from pathlib import Path
 from typing import Any
 
 from mmaas.backends import CompileRequest, CompileResult, LatencyProbe
-from mmaas.backends.tensorrt.bindings import served_signature
-from mmaas.backends.tensorrt.cache_run import CacheRun
-from mmaas.backends.tensorrt.gpu import no_gpu_message
-from mmaas.backends.tensorrt.releases import parse_version
-from mmaas.backends.tensorrt.runtime import TensorRTRuntime, tensorrt_version, trtexec
-from mmaas.backends.tensorrt.settings import TensorRTSettings
-from mmaas.backends.tensorrt.timing_cache import CacheKey
-from mmaas.backends.tensorrt.trtexec.command import (
+from mmaas.backends.tensorrt.builder.cache_run import CacheRun
+from mmaas.backends.tensorrt.builder.settings import TensorRTSettings
+from mmaas.backends.tensorrt.builder.timing_cache import CacheKey
+from mmaas.backends.tensorrt.builder.trtexec.command import (
     ENGINE_FILE,
     EXPORTS_DIR,
     FP16_ONNX,
     compile_argv,
     converts_to_fp16,
 )
-from mmaas.backends.tensorrt.trtexec.log import TrtexecLog, parse_trtexec_log
-from mmaas.backends.tensorrt.trtexec.network import NetworkInputs, network_inputs
-from mmaas.backends.tensorrt.trtexec.profile import profile_mismatches
+from mmaas.backends.tensorrt.builder.trtexec.log import TrtexecLog, parse_trtexec_log
+from mmaas.backends.tensorrt.builder.trtexec.network import NetworkInputs, network_inputs
+from mmaas.backends.tensorrt.builder.trtexec.profile import profile_mismatches
+from mmaas.backends.tensorrt.runtime import TensorRTRuntime, tensorrt_version, trtexec
+from mmaas.backends.tensorrt.runtime.bindings import served_signature
+from mmaas.backends.tensorrt.runtime.gpu import no_gpu_message
+from mmaas.backends.tensorrt.runtime.releases import parse_version
 from mmaas.core import proc
 from mmaas.core.errors import BuildError, ProcessError
 from mmaas.core.manifest import Manifest, ModelInfo
@@ -63,10 +64,14 @@ class TensorRTCompiler:
     def latency_probe(self, directory: Path, manifest: Manifest) -> LatencyProbe:
         """The latency gate's timer: ``trtexec --loadEngine`` of ``directory``'s engine,
         ``runs`` timed inferences at ``shapes`` (argv:
-        :func:`mmaas.backends.tensorrt.latency.latency_argv`), returning ``{"p50_ms",
+        :func:`mmaas.backends.tensorrt.builder.latency.latency_argv`), returning ``{"p50_ms",
         "p90_ms", "p99_ms", "mean_ms", "max_ms", "timer"}`` in ms; it raises BuildError
         when trtexec fails, prints no latency summary, or is older than 8.5."""
-        from mmaas.backends.tensorrt.latency import latency_argv, latency_figures, latency_inputs
+        from mmaas.backends.tensorrt.builder.latency import (
+            latency_argv,
+            latency_figures,
+            latency_inputs,
+        )
 
         version = manifest.backend.get("version") or tensorrt_version() or ""
         engine = directory / manifest.engine.path
@@ -82,7 +87,7 @@ class TensorRTCompiler:
 
     def compile(self, request: CompileRequest) -> CompileResult:
         """Build ``out_dir/model.plan`` with trtexec on this host's first GPU, running the
-        argv of :func:`~mmaas.backends.tensorrt.trtexec.command.compile_argv` in
+        argv of :func:`~mmaas.backends.tensorrt.builder.trtexec.command.compile_argv` in
         ``out_dir`` (what ``mmaas render`` prints).
 
         Raises:
@@ -160,7 +165,7 @@ def _require_release(installed: str | None, settings: TensorRTSettings) -> str:
 def _prepare_onnx(request: CompileRequest, version: str) -> tuple[str, bool, dict | None]:
     """The graph trtexec parses (its argv path: the staged source, or the fp16 conversion
     relative to the engine directory), whether it is typed, the conversion's report."""
-    from mmaas.backends.tensorrt.precision import convert_fp16, has_qdq
+    from mmaas.backends.tensorrt.builder.precision import convert_fp16, has_qdq
 
     precision = request.model.precision
     if precision in ("int8", "fp8"):
@@ -210,9 +215,9 @@ def _check_engine(
     asked = float(request.settings.workspace_mib)
     if log.workspace_mib is not None and abs(log.workspace_mib - asked) > WORKSPACE_TOLERANCE_MIB:
         raise BuildError(
-            f"trtexec used a {log.workspace_mib} MiB workspace, model.yaml asks "
-            f"{asked:g} MiB: the --memPoolSize spelling in mmaas.backends.tensorrt.releases "
-            f"is wrong for TensorRT {log.tensorrt_version}"
+            f"trtexec used a {log.workspace_mib} MiB workspace, model.yaml asks {asked:g} MiB: "
+            "the --memPoolSize spelling in mmaas.backends.tensorrt.runtime.releases is wrong "
+            f"for TensorRT {log.tensorrt_version}"
         )
 
 
@@ -222,7 +227,7 @@ def _served_signature(request: CompileRequest) -> ModelInfo | None:
     without TensorRT's Python API (trtexec alone), whose absence the stage's engine load
     reports next."""
     try:
-        from mmaas.backends.tensorrt.engine import plan_bindings
+        from mmaas.backends.tensorrt.runtime.engine import plan_bindings
     except ImportError:
         return None
 

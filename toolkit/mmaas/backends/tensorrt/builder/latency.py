@@ -15,7 +15,7 @@ count: 0 when the gate asks no warm-up, else trtexec's own default of 200 ms). N
 on (the 8.5.0, 10.13 and 10.14 fixture logs print them; the 8.4.1 one prints only 99 %,
 so the gate refuses releases before 8.5). The figures come from the performance
 summary's ``Latency:`` line (host-measured, input copies included) via
-:mod:`mmaas.backends.tensorrt.trtexec.log`. trtexec feeds random data unless told
+:mod:`mmaas.backends.tensorrt.builder.trtexec.log`. trtexec feeds random data unless told
 otherwise, so the inputs with sample values in model.yaml get ``--loadInputs=name:FILE``
 (raw little-endian data in the binding's datatype; a name holding ``:`` quoted as in the
 shape flags) with the same arrays the other gates use (:func:`latency_inputs`).
@@ -30,9 +30,9 @@ from typing import Any
 
 import numpy as np
 
-from mmaas.backends.tensorrt.releases import parse_version, trtexec_flags
-from mmaas.backends.tensorrt.trtexec.log import TrtexecLog
-from mmaas.backends.tensorrt.trtexec.shapes import shape_spec
+from mmaas.backends.tensorrt.builder.trtexec.log import TrtexecLog
+from mmaas.backends.tensorrt.builder.trtexec.shapes import shape_spec
+from mmaas.backends.tensorrt.runtime.releases import parse_version, trtexec_flags
 from mmaas.core.errors import BuildError
 from mmaas.core.manifest import ModelInfo
 from mmaas.core.samples import sample_inputs

@@ -2,7 +2,7 @@
 
 Check the stored cache out into the engine directory (``trtexec/timing.cache``), let
 trtexec run, then decide from trtexec's own log what happened to it
-(:class:`~mmaas.backends.tensorrt.trtexec.log.TimingCacheEvents`):
+(:class:`~mmaas.backends.tensorrt.builder.trtexec.log.TimingCacheEvents`):
 
 * ``reused``: trtexec loaded the stored cache (``Loaded N bytes of timing cache``, N its
   size) and refused none of it;
@@ -23,8 +23,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mmaas.backends.tensorrt.timing_cache import CacheKey, Checkout, TimingCacheStore
-from mmaas.backends.tensorrt.trtexec.log import TrtexecLog
+from mmaas.backends.tensorrt.builder.timing_cache import CacheKey, Checkout, TimingCacheStore
+from mmaas.backends.tensorrt.builder.trtexec.log import TrtexecLog
 
 
 class CacheRun:

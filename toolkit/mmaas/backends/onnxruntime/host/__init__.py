@@ -1,4 +1,5 @@
-"""ONNX Runtime (CPU or GPU): the build target, what ``mmaas build`` needs on the host.
+"""ONNX Runtime (CPU or GPU): the host part of the back end, its build target (what
+``mmaas validate``, ``render``, ``build`` and ``doctor`` need on the host).
 
 The builder stage starts from ``image.base_image`` and compiles inside ``docker build``
 (the compile build's builder stage, ``templates/Dockerfile.onnxruntime.j2``, or
@@ -15,16 +16,22 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from mmaas.backends import CompileBuild, ImageRecipe
-from mmaas.backends.onnxruntime.gpu_spec import check_gpu_spec, gpu_settings
+from mmaas.backends.onnxruntime.host.gpu_spec import check_gpu_spec, gpu_settings
 from mmaas.backends.onnxruntime.runtime import OnnxRuntimeRuntime
-from mmaas.backends.onnxruntime.settings import OnnxRuntimeSettings
-from mmaas.backends.targets import BuildCommand, DockerHost, HostCheck, Readiness
-from mmaas.build.cache.registry import remove_image
-from mmaas.build.docker import copy_from_image
-from mmaas.build.plan import ENGINE_CONTEXT, ENGINE_DIR, ContextFile
-from mmaas.build.wheel import pinned_version
+from mmaas.backends.onnxruntime.runtime.settings import OnnxRuntimeSettings
+from mmaas.backends.targets import (
+    ENGINE_CONTEXT,
+    ENGINE_DIR,
+    BuildCommand,
+    CompileBuild,
+    ContextFile,
+    DockerHost,
+    HostCheck,
+    ImageRecipe,
+    Readiness,
+)
 from mmaas.core.manifest import Manifest
+from mmaas.core.templates import pinned_version
 from mmaas.spec.model import ModelSpec
 from mmaas.spec.yamlio import KeyPath
 
@@ -39,8 +46,13 @@ class OnnxRuntimeTarget:
     name = "onnxruntime"
     precisions = ("fp32", "tf32", "fp16", "int8")  # per device: gpu_spec.PRECISIONS
     runs_on_gpu = False
-    runtime_packages = ("mmaas.core", "mmaas.server", "mmaas.backends.onnxruntime")
-    builder_packages = ("mmaas.core", "mmaas.stage", "mmaas.backends.onnxruntime")
+    runtime_packages = ("mmaas.core", "mmaas.server", "mmaas.backends.onnxruntime.runtime")
+    builder_packages = (
+        "mmaas.core",
+        "mmaas.stage",
+        "mmaas.backends.onnxruntime.builder",
+        "mmaas.backends.onnxruntime.runtime",
+    )
 
     def recipe(self, spec: ModelSpec) -> ImageRecipe:
         """CPU: the CPU template; runtime: the server and ONNX Runtime; builder: ONNX
@@ -55,7 +67,7 @@ class OnnxRuntimeTarget:
 
     def check_spec(self, spec: ModelSpec) -> list[tuple[KeyPath, str]]:
         """Device, accelerator, precision and CUDA graph combinations that cannot work
-        (:func:`mmaas.backends.onnxruntime.gpu_spec.check_gpu_spec`)."""
+        (:func:`mmaas.backends.onnxruntime.host.gpu_spec.check_gpu_spec`)."""
         return check_gpu_spec(spec)
 
     def check_input(self, name: str) -> str | None:
@@ -114,13 +126,13 @@ class OnnxRuntimeTarget:
 
     def compile_engine(self, build: CompileBuild) -> Path:
         """The compile build (its last stage holds the engine directory at
-        :data:`~mmaas.build.plan.ENGINE_DIR`), copied out to ``work/engine``; the compile
-        image is removed afterwards."""
+        :data:`~mmaas.backends.targets.ENGINE_DIR`), copied out to ``work/engine``; the
+        compile image is removed afterwards."""
         image = build.build(None)
         try:
-            return copy_from_image(build.tag, ENGINE_DIR, build.work / "engine")
+            return build.copy_out(ENGINE_DIR, build.work / "engine")
         finally:
-            remove_image(image)
+            build.remove_image(image)
 
     def labels(self, manifest: Manifest) -> dict[str, str]:
         """None beyond the common labels."""
@@ -129,10 +141,10 @@ class OnnxRuntimeTarget:
     def readiness(self, host: DockerHost) -> Readiness:
         """ONNX Runtime on the host (the engine-cache key reads its CPU facts; ``mmaas
         serve`` runs it), its CUDA provider with the driver and CUDA versions
-        (:func:`mmaas.backends.onnxruntime.doctor.cuda_provider`), and a Docker engine."""
+        (:func:`mmaas.backends.onnxruntime.host.doctor.cuda_provider`), and a Docker engine."""
         import onnxruntime
 
-        from mmaas.backends.onnxruntime.doctor import cuda_provider
+        from mmaas.backends.onnxruntime.host.doctor import cuda_provider
 
         detail = f"ONNX Runtime {onnxruntime.__version__}; {cuda_provider()}"
         check = HostCheck("onnxruntime", True, detail)

@@ -1,4 +1,4 @@
-"""ONNX Runtime: the compiler part of the back end, run in the builder stage.
+"""ONNX Runtime: the builder part of the back end (its compiler), run in the builder stage.
 
 ONNX Runtime's offline graph optimization (``SessionOptions.graph_optimization_level`` +
 ``optimized_model_filepath``) serialises the optimized graph as ``model.ort.onnx``. The
@@ -12,7 +12,7 @@ On GPU (``build.onnxruntime.device: gpu``) the offline pass is ``basic`` whateve
 its rewrites (constant folding, Conv+BN fusion...) are provider-independent, while the
 ``extended``/``all`` fusions depend on the provider and run when the GPU session loads.
 ``target_precision: fp16`` with the CUDA provider converts that graph to fp16
-(:mod:`~mmaas.backends.onnxruntime.fp16`). The GPU settings are written beside the engine
+(:mod:`~mmaas.backends.onnxruntime.builder.fp16`). The GPU settings are written beside the engine
 as :data:`EXECUTION_FILE` (an engine data file, hashed with it), which is how the runtime
 knows to open a GPU session.
 """
@@ -33,7 +33,7 @@ from mmaas.backends.onnxruntime.runtime import (
     PROVIDERS,
     OnnxRuntimeRuntime,
 )
-from mmaas.backends.onnxruntime.settings import OnnxRuntimeSettings
+from mmaas.backends.onnxruntime.runtime.settings import OnnxRuntimeSettings
 from mmaas.core.errors import BuildError
 from mmaas.core.files import atomic_write_text
 from mmaas.core.manifest import Manifest
@@ -111,7 +111,7 @@ class OnnxRuntimeCompiler:
             "execution_accelerator": settings.gpu.accelerator,
         }
         if request.model.precision == "fp16" and settings.gpu.accelerator == "cuda":
-            from mmaas.backends.onnxruntime.fp16 import convert_to_fp16
+            from mmaas.backends.onnxruntime.builder.fp16 import convert_to_fp16
 
             block = convert_to_fp16(
                 request.out_dir / ENGINE_FILE, ENGINE_DATA_FILE, EXTERNAL_MIN_BYTES

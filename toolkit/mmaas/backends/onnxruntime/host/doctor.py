@@ -45,7 +45,7 @@ def driver_facts() -> dict[str, Any]:
             "gpus": pynvml.nvmlDeviceGetCount(),
         }
     except Exception as exc:  # no pynvml, no libnvidia-ml
-        from mmaas.backends.tensorrt.gpu import query_gpus
+        from mmaas.backends.tensorrt.runtime.gpu import query_gpus
 
         report = query_gpus()
         if not report.gpus:

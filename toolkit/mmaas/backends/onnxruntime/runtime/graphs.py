@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import onnxruntime as ort
 
-from mmaas.backends.onnxruntime.settings import Shapes
+from mmaas.backends.onnxruntime.runtime.settings import Shapes
 
 NO_GRAPH = "-1"
 

@@ -6,7 +6,7 @@ runtime bindings for memory and streams). Imported only by
 One optimization profile (index 0), as ``trtexec --minShapes/--optShapes/--maxShapes``
 builds it. Device buffers grow to the largest request seen and are reused. A request's
 array is cast into its binding's datatype by the checked rule of
-:func:`mmaas.backends.tensorrt.bindings.to_binding` (an INT64 value that an INT32 binding
+:func:`mmaas.backends.tensorrt.runtime.bindings.to_binding` (an INT64 value that an INT32 binding
 cannot hold is refused naming the input, never wrapped).
 """
 
@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from mmaas.backends.tensorrt.bindings import read_bindings, to_binding
+from mmaas.backends.tensorrt.runtime.bindings import read_bindings, to_binding
 from mmaas.core.datatypes import to_numpy
 from mmaas.core.manifest import ModelInfo
 

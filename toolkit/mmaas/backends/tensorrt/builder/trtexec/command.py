@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from mmaas.backends.tensorrt.releases import parse_version
-from mmaas.backends.tensorrt.settings import TensorRTSettings
-from mmaas.backends.tensorrt.trtexec.argv import trtexec_argv
+from mmaas.backends.tensorrt.builder.settings import TensorRTSettings
+from mmaas.backends.tensorrt.builder.trtexec.argv import trtexec_argv
+from mmaas.backends.tensorrt.runtime.releases import parse_version
 from mmaas.core.manifest import ModelInfo
 
 TRTEXEC = "/usr/src/tensorrt/bin/trtexec"  # NVIDIA's TensorRT images
@@ -29,7 +29,8 @@ FP16_ONNX = f"{EXPORTS_DIR}/model.fp16.onnx"
 
 def converts_to_fp16(precision: str, version: str) -> bool:
     """True when the builder converts the graph to fp16 before trtexec: an fp16 target on
-    TensorRT 11+, which has no precision flags (:mod:`mmaas.backends.tensorrt.precision`)."""
+    TensorRT 11+, which has no precision flags
+    (:mod:`mmaas.backends.tensorrt.builder.precision`)."""
     return precision == "fp16" and parse_version(version)[0] >= 11
 
 
@@ -49,7 +50,7 @@ def compile_argv(
     into :data:`ENGINE_FILE`, run in the engine directory.
 
     Args:
-        model, settings, version: as :func:`~mmaas.backends.tensorrt.trtexec.argv.
+        model, settings, version: as :func:`~mmaas.backends.tensorrt.builder.trtexec.argv.
             trtexec_argv` takes them. network: the ONNX file's input dims.
         typed_graph: the graph already carries the target precision.
         trtexec: the binary (the compile passes the one it found).

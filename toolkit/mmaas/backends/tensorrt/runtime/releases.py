@@ -33,7 +33,7 @@ row        parser copy read, and what it decides
 =========  ===============================================================================
 
 A flag not in a row is never emitted for that row; a spec setting that needs one is
-refused before any build starts (:func:`mmaas.backends.tensorrt.trtexec.argv.trtexec_argv`).
+refused before any build starts (:func:`mmaas.backends.tensorrt.builder.trtexec.argv.trtexec_argv`).
 """
 
 from __future__ import annotations
@@ -128,6 +128,12 @@ OLDEST_MAJOR, NEWEST_MAJOR = 8, 11
 MIN_DRIVER_BY_CUDA_MAJOR = {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"}
 FP8_MIN_COMPUTE_CAPABILITY = (8, 9)
 VERSION_TEXT = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?(?:\.(\d+))?$")
+# trtexec's first and last line: ``&&&& RUNNING TensorRT.trtexec [TensorRT v101401] [b48] #
+# <command>``, then ``&&&& PASSED`` or ``&&&& FAILED`` with the same tags.
+BANNER = re.compile(
+    r"^&&&& (RUNNING|PASSED|FAILED) TensorRT\.trtexec \[TensorRT v(\d+)\]"
+    r"(?: \[(b\d+)\])?(?: # (.*))?$"
+)
 
 
 def parse_version(text: str) -> tuple[int, ...]:
@@ -169,6 +175,22 @@ def version_from_image_tag(image: str) -> str | None:
     if not match or not OLDEST_MAJOR <= int(match.group(1).split(".")[0]) <= NEWEST_MAJOR:
         return None
     return match.group(1)
+
+
+def tensorrt_version_from_tag(tag: str) -> str:
+    """``"8203"`` -> ``"8.2.3"``; ``"101401"`` -> ``"10.14.1"`` (``vMmPP`` on 8.x,
+    ``vMMmmPP`` from 9.x, as ``NV_TENSORRT_VERSION`` is printed)."""
+    number = int(tag)
+    if number < 10000:
+        return f"{number // 1000}.{number // 100 % 10}.{number % 100}"
+    return f"{number // 10000}.{number // 100 % 100}.{number % 100}"
+
+
+def banner_version(text: str) -> str | None:
+    """The TensorRT version in trtexec's output ``text`` (its last :data:`BANNER` line's
+    tag, e.g. of ``trtexec --help``), or None when it printed no banner."""
+    tags = [m.group(2) for line in text.splitlines() if (m := BANNER.match(line.rstrip()))]
+    return tensorrt_version_from_tag(tags[-1]) if tags else None
 
 
 def min_driver(cuda_version: str) -> str | None:

@@ -2,8 +2,8 @@
 (C34) and its request path.
 
 Load: the session is created with ``enable_fallback=0`` and the providers of
-:mod:`~mmaas.backends.onnxruntime.providers`, its verbose log captured
-(:mod:`~mmaas.backends.onnxruntime.placement`); the preflight then requires the GPU
+:mod:`~mmaas.backends.onnxruntime.runtime.providers`, its verbose log captured
+(:mod:`~mmaas.backends.onnxruntime.runtime.placement`); the preflight then requires the GPU
 provider to be the session's first provider and a bound output to land in device memory
 (``IOBinding.bind_output(name, "cuda")`` -> ``device_name() == "cuda"``) on a verbose
 probe session (its log holds the placement; it is then dropped, since a verbose session
@@ -13,14 +13,14 @@ CUDA device, a library that did not load, the CPU onnxruntime installed instead 
 onnxruntime-gpu), so the server exits before it is ready; ``allow_cpu_fallback`` serves on
 the CPU provider instead, saying why. The node placement is logged with per-provider
 counts. With ``cuda_graphs`` every declared shape is captured
-(:mod:`~mmaas.backends.onnxruntime.graphs`); when ONNX Runtime refuses capture (a node left
+(:mod:`~mmaas.backends.onnxruntime.runtime.graphs`); when ONNX Runtime refuses capture (a node left
 on the CPU that needs a Memcpy), the nodes on the CPU are named and the instance serves
 without graphs.
 
 Request path: everything runs on the instance's own worker thread (the graphs live in
 that thread's CUDA context). A request at a captured shape replays its graph (one copy in
 per input, one copy out per output; each graph has a session of its own, see
-:mod:`~mmaas.backends.onnxruntime.graphs`); any other shape runs ``session.run`` on the
+:mod:`~mmaas.backends.onnxruntime.runtime.graphs`); any other shape runs ``session.run`` on the
 instance's graph-free session, which copies each input to the device once and each output
 back once
 (measured on the H200 as fast as I/O binding with host buffers: the binding pays only with
@@ -39,10 +39,10 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from mmaas.backends.onnxruntime import graphs as cuda_graphs
-from mmaas.backends.onnxruntime.placement import Placement, capture_fd2, parse_placement
-from mmaas.backends.onnxruntime.providers import CPU, CUDA, TENSORRT, providers
-from mmaas.backends.onnxruntime.settings import GpuSettings
+from mmaas.backends.onnxruntime.runtime import graphs as cuda_graphs
+from mmaas.backends.onnxruntime.runtime.placement import Placement, capture_fd2, parse_placement
+from mmaas.backends.onnxruntime.runtime.providers import CPU, CUDA, TENSORRT, providers
+from mmaas.backends.onnxruntime.runtime.settings import GpuSettings
 from mmaas.core.errors import CompatibilityError
 from mmaas.core.manifest import ModelInfo
 from mmaas.core.ort_io import ORT_FATAL, session_options

@@ -1,4 +1,4 @@
-"""The GPU route of ``mmaas build`` for TensorRT (see :mod:`mmaas.backends.tensorrt.image`):
+"""The GPU route of ``mmaas build`` for TensorRT (see :mod:`mmaas.backends.tensorrt.host.image`):
 ``docker build --target builder`` -> ``docker run --rm --gpus all`` of that image (the
 compile, with the host's ``mmaas cache`` timing-cache directory mounted) -> the engine
 directory it wrote, handed to the same package build as ONNX Runtime.
@@ -15,11 +15,10 @@ import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from mmaas.backends.targets import BuildCommand
-from mmaas.backends.tensorrt.gpu import no_gpu_message, query_gpus
-from mmaas.backends.tensorrt.image import compile_run_argv
-from mmaas.backends.tensorrt.timing_cache import TimingCacheStore
-from mmaas.build.cache.registry import remove_image
+from mmaas.backends.targets import BuildCommand, CompileBuild
+from mmaas.backends.tensorrt.builder.timing_cache import TimingCacheStore
+from mmaas.backends.tensorrt.host.image import compile_run_argv
+from mmaas.backends.tensorrt.runtime.gpu import no_gpu_message, query_gpus
 from mmaas.core import proc
 from mmaas.core.errors import BuildError, ProcessError
 from mmaas.core.manifest import Manifest
@@ -80,13 +79,11 @@ def timing_cache_dir() -> Path:
     return root
 
 
-def compile_on_gpu(
-    build_builder: Callable[[], str], docker: list[str], tag: str, out: Path
-) -> Path:
+def compile_on_gpu(build: CompileBuild, out: Path) -> Path:
     """Run the compile of the GPU route and return the engine directory it wrote
-    (``out/engine``; not yet verified). ``build_builder`` builds the compile context with
-    ``--target builder`` tagged ``tag`` and returns the image id; ``docker`` is the client
-    argv prefix. The builder image is removed afterwards.
+    (``out/engine``; not yet verified): ``build`` builds the compile context with
+    ``--target builder`` (tagged ``build.tag``), then ``docker run --gpus all`` of it
+    compiles. The builder image is removed afterwards.
 
     Raises:
         DockerError: the builder build failed. BuildError: the compile container failed
@@ -94,8 +91,8 @@ def compile_on_gpu(
             wrote no engine directory.
     """
     out.mkdir(parents=True, exist_ok=True)
-    image = build_builder()
-    argv = compile_run_argv(docker, tag, timing_cache_dir(), out, host_user())
+    image = build.build(BUILDER_TARGET)
+    argv = compile_run_argv(build.docker, build.tag, timing_cache_dir(), out, host_user())
     try:
         proc.stream(argv, what="docker run --gpus all (TensorRT engine compile)")
     except ProcessError as exc:
@@ -105,7 +102,7 @@ def compile_on_gpu(
             hint=f"argv: {' '.join(argv)}",
         ) from exc
     finally:
-        remove_image(image)
+        build.remove_image(image)
     engine = out / ENGINE_OUT
     if not engine.is_dir():
         raise BuildError(f"the TensorRT compile container wrote no engine directory at {engine}")

@@ -4,7 +4,7 @@ trtexec decides which inputs need an optimization profile from the *network* it 
 (``setupNetworkAndConfig`` in ``samples/common/sampleEngines.cpp``: an input is dynamic
 when a dim is -1), not from model.yaml: a ``shape:`` that pins an axis the ONNX file
 leaves dynamic does not make the network static. So the shape flags follow these dims
-(:func:`mmaas.backends.tensorrt.trtexec.shapes.profile_args`). The ONNX parser maps a dim
+(:func:`mmaas.backends.tensorrt.builder.trtexec.shapes.profile_args`). The ONNX parser maps a dim
 without a positive ``dim_value`` (a ``dim_param``, 0, -1 or nothing) to -1, as
 :mod:`mmaas.spec.onnx_graph` does on the host. Only the graph is read
 (``load_external_data=False``); initializers listed as graph inputs are left out (they are

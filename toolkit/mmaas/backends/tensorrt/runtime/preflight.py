@@ -2,8 +2,8 @@
 
 Command line (``templates/Dockerfile.tensorrt.j2``)::
 
-    python -m mmaas.backends.tensorrt.preflight preflight --tensorrt 10.13 [--gpu]
-    python -m mmaas.backends.tensorrt.preflight pin [--cuda-only] > tensorrt-pin.txt
+    python -m mmaas.backends.tensorrt.runtime.preflight preflight --tensorrt 10.13 [--gpu]
+    python -m mmaas.backends.tensorrt.runtime.preflight pin [--cuda-only] > tensorrt-pin.txt
 
 ``preflight`` fails (exit 1, one line) when this stage's TensorRT (the tensorrt module, or
 trtexec's ``[TensorRT vNNNNNN]`` banner) is not the pinned release (C10), and with
@@ -21,9 +21,9 @@ import argparse
 import os
 import sys
 
-from mmaas.backends.tensorrt.gpu import no_gpu_message, query_gpus
-from mmaas.backends.tensorrt.releases import parse_version
 from mmaas.backends.tensorrt.runtime import tensorrt_version
+from mmaas.backends.tensorrt.runtime.gpu import no_gpu_message, query_gpus
+from mmaas.backends.tensorrt.runtime.releases import parse_version
 from mmaas.core.errors import BuildError, MmaasError
 
 
@@ -72,7 +72,7 @@ def pin_requirements(cuda_only: bool = False) -> str:
 
 def main(argv: list[str]) -> int:
     """Entry point; returns the exit code (1 with one line on stderr on failure)."""
-    parser = argparse.ArgumentParser(prog="python -m mmaas.backends.tensorrt.preflight")
+    parser = argparse.ArgumentParser(prog="python -m mmaas.backends.tensorrt.runtime.preflight")
     verbs = parser.add_subparsers(dest="verb", required=True)
     check = verbs.add_parser("preflight")
     check.add_argument("--tensorrt", required=True, help="pinned release, e.g. 10.13")

@@ -16,13 +16,14 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from mmaas.backends.tensorrt.trtexec.profile import ProfileShapes, ShapeOverride, profile_fact
+from mmaas.backends.tensorrt.builder.trtexec.profile import (
+    ProfileShapes,
+    ShapeOverride,
+    profile_fact,
+)
+from mmaas.backends.tensorrt.runtime.releases import BANNER, tensorrt_version_from_tag
 
 LINE = re.compile(r"^\[\d\d/\d\d/\d{4}-\d\d:\d\d:\d\d\] \[([IWEV])\] (.*)$")
-BANNER = re.compile(
-    r"^&&&& (RUNNING|PASSED|FAILED) TensorRT\.trtexec \[TensorRT v(\d+)\]"
-    r"(?: \[(b\d+)\])?(?: # (.*))?$"
-)
 STAT_NAMES = {
     "Latency": "latency",
     "GPU Compute Time": "gpu_compute",
@@ -105,7 +106,7 @@ class TrtexecLog:
             h2d, d2h: its timing lines.
         skipped_inference: the run was build-only (``--skipInference``).
         profile: every input's shapes per optimization profile, as the builder got them
-            and as the options echo says (:mod:`mmaas.backends.tensorrt.trtexec.profile`).
+            and as the options echo says (:mod:`mmaas.backends.tensorrt.builder.trtexec.profile`).
         shape_overrides: inputs trtexec pinned because it got no shapes for them.
         errors: ``[E]`` messages (with their continuation lines), in order.
     """
@@ -193,15 +194,6 @@ def parse_trtexec_log(text: str, exit_code: int | None = None) -> TrtexecLog:
         errors=tuple(errors),
         **facts,
     )
-
-
-def tensorrt_version_from_tag(tag: str) -> str:
-    """``"8203"`` -> ``"8.2.3"``; ``"101401"`` -> ``"10.14.1"`` (``vMmPP`` on 8.x,
-    ``vMMmmPP`` from 9.x, as ``NV_TENSORRT_VERSION`` is printed)."""
-    number = int(tag)
-    if number < 10000:
-        return f"{number // 1000}.{number // 100 % 10}.{number % 100}"
-    return f"{number // 10000}.{number // 100 % 100}.{number % 100}"
 
 
 def _banner(line: str, facts: dict[str, Any]) -> bool:

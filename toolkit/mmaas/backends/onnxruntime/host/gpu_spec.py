@@ -15,7 +15,11 @@ Rules (Triton's words: an instance group of kind GPU, execution accelerators):
 
 from __future__ import annotations
 
-from mmaas.backends.onnxruntime.settings import GpuSettings, Shapes, TensorRTProviderSettings
+from mmaas.backends.onnxruntime.runtime.settings import (
+    GpuSettings,
+    Shapes,
+    TensorRTProviderSettings,
+)
 from mmaas.core.profile import outside
 from mmaas.spec.model import InputSpec, ModelSpec
 from mmaas.spec.yamlio import KeyPath

@@ -29,7 +29,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-from mmaas.backends.tensorrt.releases import parse_version, trtexec_flags, version_from_image_tag
+from mmaas.backends.tensorrt.runtime.releases import (
+    parse_version,
+    trtexec_flags,
+    version_from_image_tag,
+)
 from mmaas.core.errors import SpecError, SpecProblem, UsageError
 from mmaas.spec.model import ModelSpec
 

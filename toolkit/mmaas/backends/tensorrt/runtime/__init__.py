@@ -1,10 +1,11 @@
-"""TensorRT (NVIDIA GPUs): the runtime part of the back end.
+"""TensorRT (NVIDIA GPUs): the runtime part of the back end, what the image (and the builder
+stage's checks of an engine) runs.
 
-load: :class:`~mmaas.backends.tensorrt.engine.TensorRTEngine` (TensorRT Python API +
+load: :class:`~mmaas.backends.tensorrt.runtime.engine.TensorRTEngine` (TensorRT Python API +
 cuda-python, imported only there). describe / check_compatible: GPU name, compute
 capability, driver, CUDA and TensorRT versions; an engine is refused on another compute
 capability or TensorRT version unless built with hardware / version compatibility, and on
-a driver older than its CUDA needs (:mod:`mmaas.backends.tensorrt.compat`).
+a driver older than its CUDA needs (:mod:`mmaas.backends.tensorrt.runtime.compat`).
 """
 
 from __future__ import annotations
@@ -14,10 +15,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from mmaas.backends.tensorrt.compat import check_host
-from mmaas.backends.tensorrt.gpu import query_gpus
-from mmaas.backends.tensorrt.releases import min_driver
-from mmaas.backends.tensorrt.trtexec.log import parse_trtexec_log
+from mmaas.backends.tensorrt.runtime.compat import check_host
+from mmaas.backends.tensorrt.runtime.gpu import query_gpus
+from mmaas.backends.tensorrt.runtime.releases import banner_version, min_driver
 from mmaas.core import proc
 from mmaas.core.manifest import Manifest
 
@@ -33,7 +33,7 @@ class TensorRTRuntime:
 
     def load(self, directory: Path, manifest: Manifest, threads: int = 0) -> Any:
         """Deserialize ``directory/model.plan`` (``threads`` is unused: the GPU runs it)."""
-        from mmaas.backends.tensorrt.engine import TensorRTEngine
+        from mmaas.backends.tensorrt.runtime.engine import TensorRTEngine
 
         return TensorRTEngine(directory / manifest.engine.path, manifest.model)
 
@@ -79,6 +79,8 @@ def trtexec() -> str:
 
 
 def tensorrt_version() -> str | None:
+    """This stage's TensorRT version (``"10.13.2"``): the tensorrt module's, else the one
+    trtexec's banner names; None without either."""
     try:
         import tensorrt
 
@@ -87,4 +89,4 @@ def tensorrt_version() -> str | None:
         if shutil.which(trtexec()) is None:
             return None
         done = proc.run([trtexec(), "--help"], check=False, what="trtexec --help")
-        return parse_trtexec_log(done.stdout + done.stderr).tensorrt_version
+        return banner_version(done.stdout + done.stderr)

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from mmaas.backends.onnxruntime.settings import GpuSettings, TensorRTProviderSettings
+from mmaas.backends.onnxruntime.runtime.settings import GpuSettings, TensorRTProviderSettings
 from mmaas.core.manifest import TensorInfo
 from mmaas.core.samples import profile_shape
 
