@@ -21,6 +21,7 @@ from mmaas.backends.onnxruntime.runtime.settings import GpuSettings, TensorRTPro
 from mmaas.build.context import plan_builds
 from mmaas.build.local import compile_local
 from mmaas.build.render import render_dockerfile
+from mmaas.build.spec_checks import host_checks
 from mmaas.core import proc
 from mmaas.core.errors import CompatibilityError, SpecError
 from mmaas.core.manifest import TensorInfo, read_manifest
@@ -45,7 +46,7 @@ def problems(
     text = (folder / "model.yaml").read_text().replace("device: gpu", f"device: {device}")
     (folder / "model.yaml").write_text(text)
     with pytest.raises(SpecError) as caught:
-        load_spec(folder)
+        load_spec(folder, checks=host_checks())
     return [p.message for p in caught.value.problems]
 
 
@@ -83,7 +84,9 @@ def test_default_graph_shapes_are_the_opt_batch_each_preferred_size_and_the_max(
     from mmaas.backends import get_target
 
     folder = gpu_det(tmp_path, max_batch=8, preferred=(4, 6))
-    gpu = get_target("onnxruntime").engine_settings(load_spec(folder).spec).gpu
+    gpu = (
+        get_target("onnxruntime").engine_settings(load_spec(folder, checks=host_checks()).spec).gpu
+    )
     assert gpu is not None
     assert [s["x"] for s in gpu.graph_shapes] == [(b, 3, 640, 640) for b in (1, 4, 6, 8)]
 

@@ -18,6 +18,7 @@ import tritonclient.grpc as triton
 from mmaas.backends.tensorrt.builder import TensorRTCompiler
 from mmaas.backends.tensorrt.runtime import TRTEXEC_PATHS, TensorRTRuntime, tensorrt_version
 from mmaas.build.plan import compile_request
+from mmaas.build.spec_checks import host_checks
 from mmaas.core.manifest import Manifest
 from mmaas.spec.load import parse_spec
 from mmaas.stage.build import build_model_dir
@@ -40,7 +41,7 @@ def det_spec(verify_cache: bool):
         f'build:\n  tensorrt:\n    version: "{release}"\n'
         f"    timing_cache_verify: {str(verify_cache).lower()}\n"
     )
-    return parse_spec(text, DET)
+    return parse_spec(text, DET, checks=host_checks())
 
 
 def build(tmp_path: Path, name: str, verify_cache: bool) -> tuple[Manifest, object]:

@@ -19,6 +19,7 @@ from mmaas.backends.tensorrt.host.image import (
 from mmaas.build.context import TOOLKIT_DIR, package_plan
 from mmaas.build.plan import ContextWheel, make_plan
 from mmaas.build.render import render_dockerfile
+from mmaas.build.spec_checks import host_checks
 from mmaas.core import proc
 from mmaas.core.errors import SpecError
 from mmaas.spec.load import parse_spec
@@ -31,7 +32,7 @@ HADOLINT = shutil.which("hadolint") or str(Path(sys.executable).with_name("hadol
 def tensorrt_spec(extra: str = ""):
     text = DET.read_text().replace("backend: onnxruntime", "backend: tensorrt")
     text = text.replace("target_precision: fp32", "target_precision: fp16") + extra
-    return parse_spec(text, DET)
+    return parse_spec(text, DET, checks=host_checks())
 
 
 def rendered(
@@ -239,6 +240,7 @@ def test_values_check_gpu_targets() -> None:
         .replace("target_precision: fp32", "target_precision: fp8")
         + "build:\n  tensorrt:\n    gpu_targets: [sm86, sm90]\n",
         DET,
+        checks=host_checks(),
     )
     with pytest.raises(SpecError) as caught:
         tensorrt_plan_values(bad.spec)

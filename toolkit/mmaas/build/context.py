@@ -17,6 +17,7 @@ from mmaas.build import docker as docker_engine
 from mmaas.build.plan import BuildPlan, make_package_plan, make_plan
 from mmaas.build.render import render_dockerfile
 from mmaas.build.requests import model_request
+from mmaas.build.spec_checks import host_checks
 from mmaas.build.wheel import pack_wheel
 from mmaas.core.files import atomic_write_text, link_or_copy
 from mmaas.spec.composition import asset_target
@@ -39,7 +40,7 @@ def plan_builds(
     Raises:
         SpecError: the spec is invalid. DockerError: ``buildkit`` is None and no engine.
     """
-    loaded = load_spec(model)
+    loaded = load_spec(model, checks=host_checks())
     if buildkit is None:
         buildkit = docker_engine.client().buildkit
     bundle = ca_bundle or ca_bundle_of(loaded)

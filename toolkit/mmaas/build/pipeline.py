@@ -55,6 +55,7 @@ from mmaas.build.current import (
 from mmaas.build.plan import MODEL_DIR, engine_inputs
 from mmaas.build.provenance import host_provenance
 from mmaas.build.signing import SigningKey, signature_labels
+from mmaas.build.spec_checks import host_checks
 from mmaas.build.verify import check_labels, engine_labels
 from mmaas.core.model_dir import verify_model_dir
 from mmaas.core.model_manifest import ModelManifest
@@ -141,7 +142,7 @@ def build_image(
     """
     started = time.perf_counter()
     cache = cache or CacheOptions()
-    loaded = load_spec(model)
+    loaded = load_spec(model, checks=host_checks())
     target = get_target(loaded.engines[0].spec.backend)
     image = f"{loaded.spec.image_repository}:{loaded.spec.image_tag}"
     tags = [target.preflight(e.spec, image) for e in loaded.engines]  # before Docker (C11)
