@@ -7,7 +7,8 @@ from pathlib import Path
 
 import click
 
-from mmaas.build.registry import credentials_from_env, parse_registry, push_image
+from mmaas.build.registry import parse_registry, push_image
+from mmaas.build.registry_calls import credentials_from_env
 from mmaas.build.spec_checks import host_checks
 from mmaas.cli.options import json_option
 from mmaas.spec.load import load_spec
