@@ -1,5 +1,5 @@
 """A back end that cannot carry a tensor's datatype refuses it at validation, naming the
-tensor (issue 13 item 1): TensorRT has no BF16 I/O before TensorRT 10 and no BYTES or FP64
+tensor: TensorRT has no BF16 I/O before TensorRT 10 and no BYTES or FP64
 tensors at all; ONNX Runtime carries all of them."""
 
 from __future__ import annotations

@@ -169,7 +169,7 @@ def test_init_needs_a_valid_name(tmp_path: Path) -> None:
 
 
 def test_init_never_suggests_a_length_a_reflect_pad_forbids(tmp_path: Path) -> None:
-    """Issue 13 item 3: x [N, 2, L] goes through Relu into a reflect Pad of 3 on L, which
+    """x [N, 2, L] goes through Relu into a reflect Pad of 3 on L, which
     ONNX Runtime runs only at L >= 4; the generic guess (min 1) would fail the first
     build's profile check: init suggests min 4, says why, and the profile builds."""
     source = reflect_pad_model(tmp_path / "pad.onnx", pad=3)

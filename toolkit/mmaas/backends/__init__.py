@@ -148,7 +148,7 @@ class Runtime(Protocol):
 
 
 class Compiler(Protocol):
-    """The compiler part: what the builder stage needs of a back end."""
+    """The builder part's compiler: what the builder stage needs of a back end."""
 
     name: str
     runtime: Runtime
@@ -188,13 +188,15 @@ def get_runtime(name: str) -> Runtime:
 
 
 def get_compiler(name: str) -> Compiler:
-    """The compiler part of back end ``name``. Raises UsageError for an unknown name."""
+    """The compiler of back end ``name``'s builder part. Raises UsageError for an unknown
+    name."""
     compiler: Compiler = _load(_parts(name).compiler)
     return compiler
 
 
 def get_target(name: str) -> BuildTarget:
-    """The build target of back end ``name``. Raises UsageError for an unknown name."""
+    """The build target of back end ``name``'s host part. Raises UsageError for an unknown
+    name."""
     target: BuildTarget = _load(_parts(name).target)
     return target
 

@@ -1,5 +1,5 @@
 """The compile build of one engine: its plan, staged and built through the back end's
-compile route (:meth:`mmaas.backends.BuildTarget.compile_engine`), and the engine directory
+compile route (:meth:`mmaas.backends.targets.BuildTarget.compile_engine`), and the engine directory
 it wrote, verified; :func:`docker_build` stages and builds any plan (the package build's
 too)."""
 
@@ -28,7 +28,7 @@ def compile_engine(
     ca_bundle: Path | None = None,
 ) -> Path:
     """Run the compile build of ``engine`` through its back end's compile route
-    (:meth:`mmaas.backends.BuildTarget.compile_engine`) and return the verified engine
+    (:meth:`mmaas.backends.targets.BuildTarget.compile_engine`) and return the verified engine
     directory it wrote under ``work``.
 
     Raises:

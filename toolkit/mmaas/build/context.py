@@ -75,6 +75,13 @@ def compile_plan(
     ca_bundle: Path | None,
     buildkit: bool,
 ) -> BuildPlan:
+    """The compile plan of ``engine`` of ``loaded`` (its ONNX file's external data staged
+    beside it; ``key``: its engine-cache key or None; ``ca_bundle``: a PEM bundle pip
+    trusts in the build, or None).
+
+    Raises:
+        SpecError: the back end's build target cannot build a setting of the engine.
+    """
     return make_plan(
         engine.spec,
         engine.source_path,
@@ -123,5 +130,7 @@ def engine_target(loaded: LoadedSpec, name: str) -> str:
 
 
 def ca_bundle_of(loaded: LoadedSpec) -> Path | None:
+    """The CA bundle the build's pip trusts: ``image.ca_bundle`` (relative to the model
+    folder), else ``MMAAS_CA_BUNDLE``; None when neither is set."""
     configured = loaded.spec.image.ca_bundle or os.environ.get("MMAAS_CA_BUNDLE")
     return None if not configured else (loaded.model_dir / configured).resolve()

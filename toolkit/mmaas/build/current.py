@@ -1,4 +1,4 @@
-"""A rebuild with nothing changed does no Docker build (issue 13 item 9).
+"""A rebuild with nothing changed does no Docker build.
 
 The *build digest* is a sha256 over everything the package build's image is made from:
 the package plan's digest (template name, values, generated files, labels), the template's

@@ -15,7 +15,7 @@ self-digest and the engine's hashes), and the engine's identity is added as labe
 (``io.mmaas.engine.blake3`` ...), which are then read back and compared with the manifest:
 an image whose labels, manifest and engine disagree is never tagged.
 
-What differs per back end comes from its build target (:class:`mmaas.backends.BuildTarget`):
+What differs per back end comes from its build target (:class:`mmaas.backends.targets.BuildTarget`):
 checks before any Docker work (TensorRT: a GPU, C11, and the per-target tag), the compile
 route (ONNX Runtime: inside the compile build; TensorRT: ``docker build --target builder``
 then ``docker run --gpus all`` of it) and the labels it adds (TensorRT: C12). Checks of

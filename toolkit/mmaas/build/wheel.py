@@ -1,8 +1,9 @@
 """The mmaas wheels that images install, and the pinned requirements of each image.
 
 Each image installs mmaas as a wheel with the extras of what it runs (the back end's build
-target names them: :class:`mmaas.backends.BuildTarget`): the runtime stage the server and
-the back end's runtime part, the builder stage the stage and the back end's compiler. The
+target names them: :class:`mmaas.backends.targets.BuildTarget`): the runtime stage the server and
+the back end's runtime part, the builder stage the stage and the back end's builder and
+runtime parts (no image carries a host part). The
 wheel is packed here from the installed mmaas (an editable checkout or site-packages,
 so an installed mmaas builds outside a checkout) with only the subpackages that image
 runs, deterministically (sorted entries, fixed times), so its bytes change only when that

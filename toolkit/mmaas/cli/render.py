@@ -3,14 +3,15 @@
 Both back ends: the compile Dockerfile of every engine and the package Dockerfile on
 stdout, each after a ``# ==> DIR/<build>/Dockerfile (<phase> build) <==`` line; on stderr
 the commands the back end's build target says ``mmaas build`` runs
-(:meth:`mmaas.backends.BuildTarget.build_commands`: ONNX Runtime's compile build, the copy
-of its engine directory, the package build; TensorRT's GPU route: build ``--target
-builder``, compile in ``docker run --gpus all``, copy the engine directory into the
-package context, build the package), one shell line each after a ``# N/M what`` comment,
-then the compile's own command where the back end has one (TensorRT: the exact trtexec
-argv the compile container runs, :meth:`~mmaas.backends.BuildTarget.engine_command`). The
-build contexts are staged in ``--context DIR`` (``DIR/compile``, or
-``DIR/compile/<engine>`` for several engines, and ``DIR/package``), else in
+(:meth:`mmaas.backends.targets.BuildTarget.build_commands`: ONNX Runtime's compile build,
+the copy of its engine directory, the package build; TensorRT's GPU route: build
+``--target builder``, compile in ``docker run --gpus all``, copy the engine directory into
+the package context, build the package), one shell line each after a ``# N/M what``
+comment, then the compile's own command where the back end has one (TensorRT: the exact
+trtexec argv the compile container runs,
+:meth:`~mmaas.backends.targets.BuildTarget.engine_command`). The build contexts are
+staged in ``--context DIR`` (``DIR/compile``, or ``DIR/compile/<engine>`` for several
+engines, and ``DIR/package``), else in
 ``MODEL/.mmaas/render`` (replaced each time), so every printed path is real and the
 commands run as pasted on a host with Docker (and, for TensorRT, a GPU and the NVIDIA
 Container Toolkit). Several engines: each engine's commands in turn, its directory copied

@@ -1,4 +1,4 @@
-"""Issue 13 item 6, by contract: what a compile's report says about the timing cache comes
+"""By contract: what a compile's report says about the timing cache comes
 from trtexec's own log, and only a cache trtexec reports saving whole is stored.
 
 The logs are the real 10.14 timing-cache run (tests/fixtures/trtexec), which starts without

@@ -74,7 +74,7 @@ def test_argv_quotes_colon_names_writes_scalars_and_skips_warmup() -> None:
 
 
 def test_contract_latency_argv_gives_shapes_for_a_shape_pinned_over_dynamic_onnx_axes() -> None:
-    """Issue 13 item 4: model.yaml's shape [1, 4] may pin axes the ONNX file (and so the
+    """model.yaml's shape [1, 4] may pin axes the ONNX file (and so the
     engine) leaves dynamic; without --shapes trtexec --loadEngine would run them at 1. A
     static binding ignores its entry (sampleInference.cpp), so --shapes is always given."""
     pinned = ModelInfo(

@@ -73,7 +73,7 @@ def test_empty_output_is_not_stored(tmp_path: Path) -> None:
 
 
 def test_a_commit_over_another_builds_cache_merges_it_when_it_can(tmp_path: Path) -> None:
-    """Issue 13 item 6: build 1 and build 2 check out the same cache; build 2 commits
+    """Build 1 and build 2 check out the same cache; build 2 commits
     first. Build 1's commit sees the store moved on and merges instead of overwriting."""
     store = TimingCacheStore(tmp_path / "store")
     base = store.commit(A10, produced(tmp_path, b"base;")).entry
@@ -179,7 +179,7 @@ def _record(data: bytes, key: CacheKey = A10) -> bytes:
 
 
 def test_cli_import_of_a_corrupt_archive_exits_1_naming_each_bad_entry(tmp_path: Path) -> None:
-    """Issue 13 item 6: one tampered pair, one half pair, one stray member (a traversal
+    """One tampered pair, one half pair, one stray member (a traversal
     name) next to one good pair: nothing is imported, exit 1, every bad entry named."""
     good, tampered = b"good tactics", b"tampered"
     archive = _export(

@@ -1,4 +1,4 @@
-"""Issue 13 item 4, by contract: a shape pinned in model.yaml over axes the ONNX file leaves
+"""By contract: a shape pinned in model.yaml over axes the ONNX file leaves
 dynamic still gives trtexec all three shape flags; trtexec's implicit override ("Dynamic
 dimensions required for input ... Automatically overriding shape to") fails the build
 naming the input; the profile read back from trtexec's real logs must equal model.yaml's.

@@ -54,7 +54,7 @@ LEVELS = {
 
 
 class OnnxRuntimeCompiler:
-    """The compiler part of the ONNX Runtime back end; see the module docstring."""
+    """The builder part's compiler of the ONNX Runtime back end; see the module docstring."""
 
     name = "onnxruntime"
     runtime = OnnxRuntimeRuntime(build_check=True)

@@ -48,7 +48,7 @@ WORKSPACE_TOLERANCE_MIB = 0.5
 
 
 class TensorRTCompiler:
-    """The compiler part of the GPU back end; see the module docstring."""
+    """The builder part's compiler of the GPU back end; see the module docstring."""
 
     name = "tensorrt"
     runtime = TensorRTRuntime()

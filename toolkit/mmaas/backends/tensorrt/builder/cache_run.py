@@ -1,4 +1,4 @@
-"""The timing cache of one TensorRT compile, told truthfully (case C8, issue 13 item 6).
+"""The timing cache of one TensorRT compile, told truthfully (case C8).
 
 Check the stored cache out into the engine directory (``trtexec/timing.cache``), let
 trtexec run, then decide from trtexec's own log what happened to it
