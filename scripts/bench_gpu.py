@@ -38,8 +38,8 @@ import onnxruntime as ort
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from mmaas.backends.onnxruntime.providers import cuda_options  # noqa: E402
-from mmaas.backends.onnxruntime.settings import GpuSettings  # noqa: E402
+from mmaas.backends.onnxruntime.runtime.providers import cuda_options  # noqa: E402
+from mmaas.backends.onnxruntime.runtime.settings import GpuSettings  # noqa: E402
 from mmaas.bench.load import BenchRequest, LevelResult, run  # noqa: E402
 from scripts.gpu_serve_check import Server  # noqa: E402
 

@@ -18,11 +18,11 @@ import json
 import sys
 from pathlib import Path
 
+from mmaas.build.spec_checks import pipeline_kind
 from mmaas.core.files import atomic_write_text
 from mmaas.core.pipelines import PIPELINES
 from mmaas.core.runtime_settings import SETTINGS
 from mmaas.spec.model import ModelSpec
-from mmaas.spec.pipeline import get_pipeline_kind
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA_PATH = ROOT / "schema" / "model.schema.json"
@@ -45,9 +45,7 @@ def render_schema() -> str:
     schema["oneOf"] = [{"required": ["source"]}, {"required": ["engines"]}]
     kinds = []
     for kind in sorted(PIPELINES):
-        settings = get_pipeline_kind(kind).settings.model_json_schema(
-            ref_template="#/$defs/{model}"
-        )
+        settings = pipeline_kind(kind).settings.model_json_schema(ref_template="#/$defs/{model}")
         schema["$defs"].update(settings.pop("$defs", {}))
         kinds.append(
             {

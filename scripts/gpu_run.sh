@@ -2,7 +2,7 @@
 # The GPU run of issue 11, repeatable on any host with an NVIDIA GPU (measured on an H200):
 #   1. GPU variants of ppocr-det and qwen-vl (scripts/gpu_models.py): fp32 with CUDA graphs,
 #      and fp16 with the accuracy gate;
-#   2. the gpu-marked tests (tests/backends/onnxruntime/test_gpu.py) against the real GPU;
+#   2. the gpu-marked tests (tests/backends/onnxruntime/runtime/test_gpu.py) against the real GPU;
 #   3. mmaas serve of each model on the GPU, answered by tritonclient from this host and
 #      compared with ONNX Runtime CPU (scripts/gpu_serve_check.py);
 #   4. the benchmark (scripts/bench_gpu.py): raw ONNX Runtime CUDA vs mmaas over gRPC.
@@ -63,7 +63,7 @@ status=0
 if wants tests; then
   say "gpu tests"
   MMAAS_GPU_QWEN=$QWEN "$PY" -m pytest -p no:cacheprovider -m gpu -q -rA \
-    tests/backends/onnxruntime/test_gpu.py --junitxml "$OUT/gpu-tests.xml" 2>&1 \
+    tests/backends/onnxruntime/runtime/test_gpu.py --junitxml "$OUT/gpu-tests.xml" 2>&1 \
     | tee "$OUT/gpu-tests.log" || status=1
 fi
 if wants serve; then

@@ -10,6 +10,7 @@ from pathlib import Path
 import yaml
 
 from mmaas.build.requests import model_info
+from mmaas.build.spec_checks import host_checks
 from mmaas.core.manifest import FileRecord, Manifest
 from mmaas.core.model_manifest import SINGLE_ENGINE, EngineEntry, ModelManifest
 from mmaas.export.source import ExportSource
@@ -33,7 +34,7 @@ def model_copy(tmp_path: Path, onnx: Path, extra: dict) -> Path:
 def source_of(folder: Path, reference: str = PINNED) -> ExportSource:
     """The ExportSource of the model in ``folder`` as if its image were built and pushed
     as ``reference``."""
-    loaded = load_spec(folder)
+    loaded = load_spec(folder, checks=host_checks())
     record = FileRecord("model.ort.onnx", "blake3:" + "1" * 64, "sha256:" + "2" * 64, ENGINE_BYTES)
     manifest = Manifest(
         model=model_info(loaded.spec),

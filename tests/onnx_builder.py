@@ -13,8 +13,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from mmaas.backends.onnxruntime.settings import OnnxRuntimeSettings
-from mmaas.backends.tensorrt.settings import TensorRTSettings
+from mmaas.backends.onnxruntime.runtime.settings import OnnxRuntimeSettings
+from mmaas.backends.tensorrt.builder.settings import TensorRTSettings
 from mmaas.core.manifest import ModelInfo, TensorInfo
 
 # One dim: an int (dim_value, may be 0 or -1 as some exporters write), a str (dim_param,

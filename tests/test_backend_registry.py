@@ -9,6 +9,7 @@ from typing import get_args
 import pytest
 
 from mmaas.backends import BACKENDS, BackendName, get_compiler, get_runtime, get_target
+from mmaas.build.spec_checks import host_checks
 from mmaas.build.wheel import installed_root
 from mmaas.core.errors import UsageError
 from mmaas.spec.load import load_spec
@@ -25,7 +26,9 @@ def test_every_part_loads_and_keeps_its_protocol(name: str) -> None:
     assert runtime.name == compiler.name == target.name == name
     assert runtime.device_kind in ("CPU", "GPU") and runtime.platform
     assert compiler.runtime.name == name
-    spec = load_spec(ROOT / "models" / "ppocr-det").spec.model_copy(update={"backend": name})
+    spec = load_spec(ROOT / "models" / "ppocr-det", checks=host_checks()).spec.model_copy(
+        update={"backend": name}
+    )
     recipe = target.recipe(spec)
     assert recipe.template == f"Dockerfile.{name}.j2" and target.precisions
     assert "server" in recipe.runtime_extras and recipe.builder_extras

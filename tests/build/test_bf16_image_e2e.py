@@ -1,4 +1,4 @@
-"""BF16 end to end on a real Docker engine (issue 13 item 1): a model with a BF16 input
+"""BF16 end to end on a real Docker engine: a model with a BF16 input
 and a BF16 and an FP32 output (onnx_builder.bf16_model) and a control input with sample
 values builds through `mmaas build` (the builder stage's profile check and accuracy gate
 run bfloat16 samples), its container warms up and answers tritonclient: BF16 in raw

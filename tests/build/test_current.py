@@ -1,4 +1,4 @@
-"""Build records (issue 13 item 9) without Docker: where they live, that one is written whole
+"""Build records without Docker: where they live, that one is written whole
 and replaced whole, and that a missing or damaged record never makes an image current. The
 Docker side (an unchanged rebuild runs no build, a retagged image is rebuilt) is tested in
 tests/build/cache/test_build_reuse.py."""

@@ -1,6 +1,6 @@
 """``mmaas doctor`` on this machine, for real: it must say what is true here (no GPU ->
-TensorRT not usable, with the reason), exit 1 when no back end can build (issue 13 item
-10), and name DOCKER_HOST with Docker's own error line when the engine is out of reach."""
+TensorRT not usable, with the reason), exit 1 when no back end can build,
+and name DOCKER_HOST with Docker's own error line when the engine is out of reach."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from mmaas.backends import BACKENDS, Parts
-from mmaas.backends.tensorrt.gpu import query_gpus
+from mmaas.backends.tensorrt.runtime.gpu import query_gpus
 from mmaas.build import docker as docker_engine
 from mmaas.build import doctor
 from mmaas.build.doctor import diagnose

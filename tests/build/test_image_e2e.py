@@ -1,7 +1,7 @@
 """End to end: `mmaas build models/ppocr-det` -> container -> tritonclient, on a real Docker
 engine. The image is built once per module through the real CLI (its output is no terminal,
 as in CI: plain progress lines on stderr, the JSON alone on stdout); an unchanged rebuild
-runs no Docker build and prints the summary table (issue 13 items 8 and 9)."""
+runs no Docker build and prints the summary table."""
 
 from __future__ import annotations
 

@@ -13,6 +13,7 @@ import pytest
 from mmaas.build.context import TOOLKIT_DIR, compile_plan, package_plan, plan_builds, stage_context
 from mmaas.build.plan import engine_inputs, make_plan
 from mmaas.build.render import render_dockerfile
+from mmaas.build.spec_checks import host_checks
 from mmaas.spec.load import load_spec
 from paths import FIXTURES, ROOT
 
@@ -21,7 +22,7 @@ GOLDEN = FIXTURES / "golden"
 
 @pytest.fixture
 def det(ppocr_models: dict[str, Path]):
-    return load_spec(ROOT / "models" / "ppocr-det")
+    return load_spec(ROOT / "models" / "ppocr-det", checks=host_checks())
 
 
 def plan_of(loaded, engine_dir=None, engine_key=None, buildkit=True, ca_bundle=None):
@@ -261,7 +262,7 @@ def test_a_symlinked_onnx_file_is_staged_as_its_bytes(det, tmp_path: Path) -> No
     (folder / det.source_path.name).symlink_to(det.source_path.resolve())
     context = tmp_path / "context"
     context.mkdir()
-    stage_context(plan_of(load_spec(folder)), context)
+    stage_context(plan_of(load_spec(folder, checks=host_checks())), context)
     staged = context / "model" / det.source_path.name
     assert not staged.is_symlink()
     assert staged.read_bytes() == det.source_path.read_bytes()

@@ -1,4 +1,4 @@
-"""The host's part of the provenance record (issue 15 item 4) from a real git work tree
+"""The host's part of the provenance record from a real git work tree
 and a GitHub Actions environment; the stamp step's part is checked on a built image in
 tests/export/test_deploy_e2e.py."""
 

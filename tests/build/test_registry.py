@@ -13,15 +13,8 @@ import pytest
 from click.testing import CliRunner
 
 from mmaas.build import docker as docker_engine
-from mmaas.build.registry import (
-    Credentials,
-    PushResult,
-    RegistryTarget,
-    credentials_from_env,
-    engine_tag,
-    parse_registry,
-    push_image,
-)
+from mmaas.build.registry import PushResult, RegistryTarget, engine_tag, parse_registry, push_image
+from mmaas.build.registry_calls import Credentials, credentials_from_env
 from mmaas.cli import push as push_cli
 from mmaas.core import proc
 from mmaas.core.errors import RegistryError, UsageError

@@ -121,7 +121,7 @@ def test_render_stages_contexts_the_commands_run_in(ppocr_models, tmp_path: Path
     for context in (compile_ctx, package_ctx):  # the builder stage's code, as a wheel
         with zipfile.ZipFile(context / "wheels" / "builder" / wheel) as archive:
             names = archive.namelist()
-        assert "mmaas/backends/tensorrt/trtexec/argv.py" in names
+        assert "mmaas/backends/tensorrt/builder/trtexec/argv.py" in names
         assert "mmaas/stage/build.py" in names and not any("mmaas/cli" in n for n in names)
     assert (package_ctx / "wheels" / "runtime" / wheel).is_file()
     assert not (package_ctx / "model").exists()  # the package build never sees the ONNX
@@ -192,8 +192,8 @@ def test_contract_render_prints_the_trtexec_argv_the_compile_runs(
     """The trtexec line render prints is the argv the compiler builds from the compile
     context render staged (its engine request and ONNX file): compared whole, but for
     where the ONNX file sits (the template copies model/ to /opt/mmaas/build/model)."""
-    from mmaas.backends.tensorrt.trtexec.command import compile_argv
-    from mmaas.backends.tensorrt.trtexec.network import network_inputs
+    from mmaas.backends.tensorrt.builder.trtexec.command import compile_argv
+    from mmaas.backends.tensorrt.builder.trtexec.network import network_inputs
     from mmaas.stage.build import read_request
 
     model = tensorrt_model(tmp_path / "det", ppocr_models["ppocr-det"])

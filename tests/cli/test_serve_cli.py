@@ -18,6 +18,7 @@ import tritonclient.http as triton_http
 
 from docker_fixtures import wait_for_grpc_serving
 from mmaas.build.runtime_env import runtime_env
+from mmaas.build.spec_checks import host_checks
 from mmaas.server.settings import from_env
 from mmaas.spec.load import load_spec
 from onnx_builder import FLOAT, make_onnx
@@ -115,4 +116,4 @@ def test_serve_binds_loopback_unless_told_and_the_image_keeps_all_addresses(
         output, _ = server.communicate(timeout=60)
     assert server.returncode == 0, output[-2000:]
     assert from_env({}).host == "0.0.0.0"
-    assert "MMAAS_HOST" not in runtime_env(load_spec(tmp_path / "m").spec)
+    assert "MMAAS_HOST" not in runtime_env(load_spec(tmp_path / "m", checks=host_checks()).spec)

@@ -1,5 +1,5 @@
 """A back end that cannot carry a tensor's datatype refuses it at validation, naming the
-tensor (issue 13 item 1): TensorRT has no BF16 I/O before TensorRT 10 and no BYTES or FP64
+tensor: TensorRT has no BF16 I/O before TensorRT 10 and no BYTES or FP64
 tensors at all; ONNX Runtime carries all of them."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from onnx import TensorProto
 
+from mmaas.build.spec_checks import host_checks
 from mmaas.core.errors import SpecError
 from mmaas.spec.load import load_spec
 from onnx_builder import bf16_model, make_onnx
@@ -26,7 +27,7 @@ def folder(tmp_path: Path, backend: str) -> Path:
 def test_tensorrt_8_refuses_bf16_naming_each_tensor(tmp_path: Path) -> None:
     trt8 = "backend: tensorrt\nbuild: {tensorrt: {version: '8.6'}}\n"
     with pytest.raises(SpecError) as caught:
-        load_spec(folder(tmp_path, trt8))
+        load_spec(folder(tmp_path, trt8), checks=host_checks())
     problems = "\n".join(str(problem) for problem in caught.value.problems)
     assert len(caught.value.problems) == 2, problems  # input x and output y; z is FP32
     assert (
@@ -37,9 +38,15 @@ def test_tensorrt_8_refuses_bf16_naming_each_tensor(tmp_path: Path) -> None:
 
 def test_bf16_loads_for_tensorrt_10_and_onnxruntime(tmp_path: Path) -> None:
     assert (
-        load_spec(folder(tmp_path / "a", "backend: tensorrt\n")).spec.inputs[0].datatype == "BF16"
+        load_spec(folder(tmp_path / "a", "backend: tensorrt\n"), checks=host_checks())
+        .spec.inputs[0]
+        .datatype
+        == "BF16"
     )
-    assert load_spec(folder(tmp_path / "b", "")).spec.outputs[0].datatype == "BF16"
+    assert (
+        load_spec(folder(tmp_path / "b", ""), checks=host_checks()).spec.outputs[0].datatype
+        == "BF16"
+    )
 
 
 def test_tensorrt_refuses_bytes_and_fp64_tensors(tmp_path: Path) -> None:
@@ -50,7 +57,7 @@ def test_tensorrt_refuses_bytes_and_fp64_tensors(tmp_path: Path) -> None:
         SPEC.format(backend="backend: tensorrt\n").replace("max_batch_size: 4", "max_batch_size: 0")
     )
     with pytest.raises(SpecError) as caught:
-        load_spec(tmp_path)
+        load_spec(tmp_path, checks=host_checks())
     text = "\n".join(str(problem) for problem in caught.value.problems)
     assert "input 'text': TensorRT has no BYTES tensors" in text
     assert "input 'd': TensorRT has no FP64 tensors" in text

@@ -11,6 +11,7 @@ import pytest
 from onnx import TensorProto
 
 from mmaas.build.requests import model_info
+from mmaas.build.spec_checks import host_checks
 from mmaas.core.datatypes import BFLOAT16
 from mmaas.core.errors import SpecError
 from mmaas.core.sample_values import SampleValues
@@ -55,7 +56,7 @@ def test_every_form_completes_and_feeds_the_samples(tmp_path: Path) -> None:
   - {name: scale, sample_values: scale.npy}
 """,
     )
-    info = model_info(load_spec(folder).spec)
+    info = model_info(load_spec(folder, checks=host_checks()).spec)
     values = {tensor.name: tensor.sample_values for tensor in info.inputs}
     assert values["rate"] == SampleValues("constant", (16000,))
     assert values["class_id"] == SampleValues("choices", (0, 3, 7))
@@ -83,7 +84,7 @@ def test_values_that_do_not_fit_are_all_refused_at_once(tmp_path: Path) -> None:
 """,
     )
     with pytest.raises(SpecError) as caught:
-        load_spec(folder)
+        load_spec(folder, checks=host_checks())
     problems = [str(problem) for problem in caught.value.problems]
     assert len(problems) == 5, problems
     rate, class_id, length, mask, scale = problems
@@ -110,7 +111,7 @@ def test_a_file_of_too_many_values_or_without_the_inputs_array_is_refused(tmp_pa
 """,
     )
     with pytest.raises(SpecError) as caught:
-        load_spec(folder)
+        load_spec(folder, checks=host_checks())
     rate, length = (str(problem) for problem in caught.value.problems)
     assert "holds ['other', 'more'], none named 'rate'" in rate
     assert "holds 70000 values, more than 65536" in length and "checks.accuracy.samples" in length
@@ -119,9 +120,9 @@ def test_a_file_of_too_many_values_or_without_the_inputs_array_is_refused(tmp_pa
 def test_sample_values_change_the_spec_digest_with_the_files_content(tmp_path: Path) -> None:
     np.save(tmp_path / "mask.npy", np.ones((2, 3), np.int64))
     folder = folder_with(tmp_path, "  - {name: mask, sample_values: mask.npy}\n")
-    first = load_spec(folder).spec.digest()
+    first = load_spec(folder, checks=host_checks()).spec.digest()
     np.save(tmp_path / "mask.npy", np.zeros((2, 3), np.int64))
-    assert load_spec(folder).spec.digest() != first
+    assert load_spec(folder, checks=host_checks()).spec.digest() != first
 
 
 def test_bytes_inputs_take_text_values(tmp_path: Path) -> None:
@@ -130,5 +131,5 @@ def test_bytes_inputs_take_text_values(tmp_path: Path) -> None:
         HEADER
         + '  - {name: text, sample_values: ["hello", "hi"]}\n  - {name: x, sample_values: [1]}\n'
     )
-    info = model_info(load_spec(tmp_path).spec)
+    info = model_info(load_spec(tmp_path, checks=host_checks()).spec)
     assert set(sample_inputs(info, "opt")["text"].tolist()) <= {b"hello", b"hi"}

@@ -10,6 +10,7 @@ from onnx import TensorProto
 
 from mmaas.backends import CompileRequest
 from mmaas.build.requests import model_info
+from mmaas.build.spec_checks import host_checks
 from mmaas.core.errors import SpecError, UsageError
 from mmaas.spec.load import load_spec, parse_spec
 from mmaas.spec.profile import suggest_profile
@@ -86,7 +87,7 @@ def test_yaml_scalar_is_plain_when_safe(text: str, written: str) -> None:
 def test_real_models_round_trip(ppocr_models: dict[str, Path], tmp_path: Path) -> None:
     for name, onnx_path in ppocr_models.items():
         text = scaffold_spec(onnx_path, name, source=str(onnx_path))
-        loaded = parse_spec(text, tmp_path / name / "model.yaml")
+        loaded = parse_spec(text, tmp_path / name / "model.yaml", checks=host_checks())
         assert loaded.spec.name == name and loaded.spec.max_batch_size == 4
         [x] = loaded.spec.inputs
         assert (x.min, x.opt, x.max) == ((1, 3, 32, 32), (1, 3, 640, 640), (4, 3, 1280, 1280))
@@ -106,8 +107,10 @@ def test_odd_names_and_dims_round_trip_through_load_spec(tmp_path: Path) -> None
     make_onnx(
         tmp_path / "m.onnx", [(name, FLOAT, ["batch _size", -1, 0, None, "?", 3]) for name in names]
     )
-    init_model_folder(tmp_path, tmp_path / "m.onnx", name="odd", max_batch_size=2)
-    spec = load_spec(tmp_path / "model.yaml").spec
+    init_model_folder(
+        tmp_path, tmp_path / "m.onnx", name="odd", max_batch_size=2, checks=host_checks()
+    )
+    spec = load_spec(tmp_path / "model.yaml", checks=host_checks()).spec
     assert [t.name for t in spec.inputs] == names
     assert [t.name for t in spec.outputs] == [f"{name}_out" for name in names]
     assert spec.inputs[0].shape == [-1, -1, -1, -1, -1, 3]
@@ -121,7 +124,7 @@ def test_static_and_scalar_inputs_get_no_profile_lines(tmp_path: Path) -> None:
     make_onnx(tmp_path / "m.onnx", [("x", FLOAT, [1, 3]), ("scale", TensorProto.INT64, [])])
     text = scaffold_spec(tmp_path / "m.onnx", "static")
     assert "min:" not in text and "max_batch_size: 0 " in text
-    [x, scale] = parse_spec(text, tmp_path / "model.yaml").spec.inputs
+    [x, scale] = parse_spec(text, tmp_path / "model.yaml", checks=host_checks()).spec.inputs
     assert (x.min, scale.shape, scale.datatype, scale.max) == ((1, 3), [], "INT64", ())
 
 
@@ -129,20 +132,23 @@ def test_max_batch_size_defaults_to_zero_for_a_fixed_batch(tmp_path: Path) -> No
     make_onnx(tmp_path / "m.onnx", [("x", FLOAT, [1, "T"])])
     text = scaffold_spec(tmp_path / "m.onnx", "seq")
     assert "max_batch_size: 0 " in text
-    [x] = parse_spec(text, tmp_path / "model.yaml").spec.inputs
+    [x] = parse_spec(text, tmp_path / "model.yaml", checks=host_checks()).spec.inputs
     assert (x.min, x.opt, x.max) == ((1, 1), (1, 128), (1, 512))
 
 
 def test_init_writes_relative_source_and_refuses_to_overwrite(tmp_path: Path) -> None:
     onnx_path = make_onnx(tmp_path / "exports" / "m.onnx", [("x", FLOAT, ["N", 4])])
     folder = tmp_path / "models" / "my-model"
-    loaded = init_model_folder(folder, onnx_path)
+    loaded = init_model_folder(folder, onnx_path, checks=host_checks())
     assert loaded.spec.name == "my-model" and loaded.spec.source.path == "../../exports/m.onnx"
-    assert load_spec(folder).source_path.resolve() == onnx_path
+    assert load_spec(folder, checks=host_checks()).source_path.resolve() == onnx_path
     with pytest.raises(UsageError, match=r"model\.yaml exists; pass --force"):
-        init_model_folder(folder, onnx_path)
+        init_model_folder(folder, onnx_path, checks=host_checks())
     assert (
-        init_model_folder(folder, onnx_path, force=True, max_batch_size=8).spec.max_batch_size == 8
+        init_model_folder(
+            folder, onnx_path, force=True, max_batch_size=8, checks=host_checks()
+        ).spec.max_batch_size
+        == 8
     )
 
 
@@ -152,23 +158,23 @@ def test_init_refuses_a_batch_the_model_cannot_take_and_writes_nothing(tmp_path:
         SpecError,
         match="axis 0 is fixed at 1 in the ONNX model, so it cannot batch up to max_batch_size 8",
     ):
-        init_model_folder(tmp_path / "m", onnx_path, max_batch_size=8)
+        init_model_folder(tmp_path / "m", onnx_path, max_batch_size=8, checks=host_checks())
     assert not (tmp_path / "m").exists()
 
 
 def test_init_needs_a_valid_name(tmp_path: Path) -> None:
     onnx_path = make_onnx(tmp_path / "m.onnx", [("x", FLOAT, [1, 3])])
     with pytest.raises(UsageError, match=r"'My Model' is not a valid model name .* pass --name"):
-        init_model_folder(tmp_path / "My Model", onnx_path)
+        init_model_folder(tmp_path / "My Model", onnx_path, checks=host_checks())
 
 
 def test_init_never_suggests_a_length_a_reflect_pad_forbids(tmp_path: Path) -> None:
-    """Issue 13 item 3: x [N, 2, L] goes through Relu into a reflect Pad of 3 on L, which
+    """x [N, 2, L] goes through Relu into a reflect Pad of 3 on L, which
     ONNX Runtime runs only at L >= 4; the generic guess (min 1) would fail the first
     build's profile check: init suggests min 4, says why, and the profile builds."""
     source = reflect_pad_model(tmp_path / "pad.onnx", pad=3)
     assert suggest_profile((-1, 2, -1), 4)[0] == (1, 2, 1)  # what it guessed before
-    loaded = init_model_folder(tmp_path / "m", source)
+    loaded = init_model_folder(tmp_path / "m", source, checks=host_checks())
     text = (tmp_path / "m" / "model.yaml").read_text()
     assert "# axis 2: at least 4 (a reflect Pad in the graph needs it)" in text
     x = loaded.spec.inputs[0]

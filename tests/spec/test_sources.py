@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from mmaas.build.spec_checks import host_checks
 from mmaas.core.errors import SourceError
 from mmaas.core.hashing import file_digests
 from mmaas.spec.load import load_spec
@@ -130,7 +131,7 @@ def test_spec_with_url_source_loads_the_download(https_server: Server, tmp_path:
         f'name: m\nversion: "1"\nsource:\n  url: {https_server.url}/m.onnx\n'
         f"  sha256: {_hex(model, 'sha256')}\n"
     )
-    loaded = load_spec(spec)
+    loaded = load_spec(spec, checks=host_checks())
     assert loaded.source_path.parent == tmp_path / "cache" / "sources"
     assert loaded.spec.inputs[0].min == (1, 2)
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from mmaas.build.spec_checks import host_checks
 from mmaas.core.errors import SpecError
 from mmaas.spec.load import load_spec
 from onnx_builder import FLOAT, IMAGE_MODEL, make_onnx
@@ -41,13 +42,15 @@ def folder_with(
 
 def problems(folder: Path) -> list[str]:
     with pytest.raises(SpecError) as caught:
-        load_spec(folder)
+        load_spec(folder, checks=host_checks())
     return [f"{p.key_path}: {p.message}" for p in caught.value.problems]
 
 
 def test_good_samples_and_latency_shapes_load(tmp_path: Path) -> None:
     good = np.zeros((2, 3, 8, 8), np.float32)
-    spec = load_spec(folder_with(tmp_path, {"a.npz": {"x": good}, "b.npy": good})).spec
+    spec = load_spec(
+        folder_with(tmp_path, {"a.npz": {"x": good}, "b.npy": good}), checks=host_checks()
+    ).spec
     assert spec.checks.accuracy.samples == ["a.npz", "b.npy"]
     assert spec.checks.latency.shapes == {"x": (2, 3, 16, 16)}
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from onnx import TensorProto
 
+from mmaas.build.spec_checks import host_checks
 from mmaas.core.errors import SpecError, UsageError
 from mmaas.core.hashing import file_digests
 from mmaas.spec.load import LoadedSpec, load_spec, parse_spec
@@ -79,7 +80,7 @@ def _copy_case(case: str, tmp_path: Path) -> Path:
 
 def load_case(case: str, tmp_path: Path) -> LoadedSpec:
     """Load fixture ``case`` with its ONNX model built beside it."""
-    return load_spec(_copy_case(case, tmp_path) / "model.yaml")
+    return load_spec(_copy_case(case, tmp_path) / "model.yaml", checks=host_checks())
 
 
 def problems_of(case: str, tmp_path: Path) -> list[str]:
@@ -89,7 +90,7 @@ def problems_of(case: str, tmp_path: Path) -> list[str]:
     onnx_file = folder / "model.onnx"
     digest = file_digests(onnx_file)["sha256"].split(":")[1] if onnx_file.is_file() else "-"
     with pytest.raises(SpecError) as caught:
-        load_spec(folder / "model.yaml")
+        load_spec(folder / "model.yaml", checks=host_checks())
     return [
         str(problem).replace(f"{folder}/", "").replace(digest, "<sha256 of model.onnx>")
         for problem in caught.value.problems
@@ -180,7 +181,9 @@ def test_listed_outputs_are_the_served_subset(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("name", ["ppocr-det", "ppocr-rec", "ppocr-cls"])
 def test_example_models_load_and_match_their_pins(ppocr_models: dict[str, Path], name: str) -> None:
-    loaded = load_spec(ppocr_models[name].parent)  # a folder stands for its model.yaml
+    loaded = load_spec(
+        ppocr_models[name].parent, checks=host_checks()
+    )  # a folder stands for its model.yaml
     assert loaded.path == ppocr_models[name].parent / "model.yaml"
     assert loaded.source_path == ppocr_models[name]
     assert loaded.spec.name == name and loaded.spec.version == "1.0.0"
@@ -189,19 +192,23 @@ def test_example_models_load_and_match_their_pins(ppocr_models: dict[str, Path],
 
 def test_missing_spec_file_is_a_usage_error(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="cannot read the model spec"):
-        load_spec(tmp_path / "model.yaml")
+        load_spec(tmp_path / "model.yaml", checks=host_checks())
 
 
 def test_non_utf8_spec(tmp_path: Path) -> None:
     path = tmp_path / "model.yaml"
     path.write_bytes(b"name: caf\xe9\n")
     with pytest.raises(SpecError, match=r"model.yaml: not UTF-8 text .* save the file as UTF-8"):
-        load_spec(path)
+        load_spec(path, checks=host_checks())
 
 
 def test_parse_spec_checks_text_for_a_future_path(tmp_path: Path) -> None:
     make_onnx(tmp_path / "m.onnx", [("x", FLOAT, [1, 2])])
-    loaded = parse_spec('name: m\nversion: "1"\nsource: {path: m.onnx}\n', tmp_path / "model.yaml")
+    loaded = parse_spec(
+        'name: m\nversion: "1"\nsource: {path: m.onnx}\n',
+        tmp_path / "model.yaml",
+        checks=host_checks(),
+    )
     assert loaded.spec.inputs[0].min == (1, 2) and not (tmp_path / "model.yaml").exists()
 
 
@@ -238,6 +245,6 @@ def test_one_engine_under_engines_is_served_under_the_model_name(tmp_path: Path)
     text = (folder / "model.yaml").read_text()
     single = text[: text.index("  cls:")] + "assets: {}\n"
     (folder / "model.yaml").write_text(single)
-    loaded = load_spec(folder / "model.yaml")
+    loaded = load_spec(folder / "model.yaml", checks=host_checks())
     (det,) = loaded.engines
     assert det.spec.name == "ocr" and loaded.engine_folder("det") == "."

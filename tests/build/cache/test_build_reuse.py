@@ -2,7 +2,7 @@
 change, a README change or a revision label never re-runs the engine compile; without the
 engine cache the compile layer itself is reused; the registry shares engines between
 machines; a failed gate fails the build; a rebuild with nothing changed runs no Docker build
-(issue 13 item 9) unless the image under the tag is not the one that build verified.
+unless the image under the tag is not the one that build verified.
 
 One model (a copy of ppocr-cls under a throw-away ``mmaas-test/`` repository) is built cold
 once per module; every test rebuilds it and reads BuildKit's step states from the output.

@@ -22,6 +22,7 @@ from mmaas.build.cache.key import (
 from mmaas.build.cache.local import EngineCache, verify_entry
 from mmaas.build.context import TOOLKIT_DIR
 from mmaas.build.plan import compile_request, engine_inputs
+from mmaas.build.spec_checks import host_checks
 from mmaas.core.errors import IntegrityError
 from mmaas.spec.load import LoadedSpec, load_spec
 from mmaas.stage.build import build_model_dir
@@ -54,7 +55,7 @@ def tiny_model(folder: Path, spec: str = SPEC) -> LoadedSpec:
     np.savez(folder / "samples" / "a.npz", x=np.ones((1, 3, 8, 8), np.float32))
     (folder / "README.md").write_text("# tiny\n")
     (folder / "model.yaml").write_text(spec)
-    return load_spec(folder)
+    return load_spec(folder, checks=host_checks())
 
 
 def key_of(

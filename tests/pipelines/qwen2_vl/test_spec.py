@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from mmaas.build.spec_checks import host_checks
 from mmaas.build.wheel import pipeline_requirements
 from mmaas.core.errors import SpecError
 from mmaas.pipelines.qwen2_vl.export.spec_file import Profile, render
@@ -29,7 +30,7 @@ def folder(qwen_vl_export: Path, tmp_path: Path) -> Path:
 
 
 def test_models_qwen_vl_serves_the_llm_interface(qwen_vl_export: Path) -> None:
-    loaded = load_spec(qwen_vl_export)
+    loaded = load_spec(qwen_vl_export, checks=host_checks())
     assert loaded.pipeline is not None and loaded.pipeline.kind == "qwen2-vl"
     model = loaded.pipeline.model
     assert [(t.name, t.datatype, t.optional) for t in model.inputs] == [
@@ -62,7 +63,7 @@ def test_only_qwen2_vl_images_install_pillow_and_tokenizers() -> None:
 
 def problems(folder: Path) -> str:
     with pytest.raises(SpecError) as raised:
-        load_spec(folder)
+        load_spec(folder, checks=host_checks())
     return str(raised.value)
 
 

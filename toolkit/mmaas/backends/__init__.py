@@ -1,19 +1,26 @@
 """Engine back ends behind three small protocols, registered in one literal dict.
 
-Each back end is one package (``backends/<name>/``) with three parts:
+Each back end is one package (``backends/<name>/``) with three subpackages, one per place
+its code runs; each subpackage's ``__init__`` holds the part's protocol class:
 
-* **runtime** (:class:`Runtime`, in the server): load an engine, describe the host facts
-  it is tied to, refuse one this host cannot run;
-* **compiler** (:class:`Compiler`, in the builder stage): ONNX -> engine, its data files,
+* **runtime** (:class:`Runtime`, in the image's server): load an engine, describe the host
+  facts it is tied to, refuse one this host cannot run;
+* **builder** (:class:`Compiler`, in the builder stage): ONNX -> engine, its data files,
   its own latency timer if it has one;
-* **build target** (:class:`~mmaas.backends.targets.BuildTarget`, on the host): what
-  ``mmaas build`` needs to make its image (recipe, values, builder image, compile route,
-  settings, labels, checks); that protocol and the data it passes are in
-  :mod:`mmaas.backends.targets`, which images never carry.
+* **host** (:class:`~mmaas.backends.targets.BuildTarget`, on the host): what ``mmaas
+  validate``, ``render``, ``build`` and ``doctor`` need (checks, recipe, values, builder
+  image, compile route, settings, labels, readiness); that protocol and the data it passes
+  are in :mod:`mmaas.backends.targets`.
 
-:data:`BACKENDS` names them as ``"module:attribute"``, imported only when asked for: the
-server imports only the runtime part it serves, the builder stage only the compiler.
-Adding a back end is its own package plus one entry here.
+Each part imports only the parts below it: the host part imports the spec, the builder
+and the runtime parts (never ``mmaas.build``, which calls it), the builder part the
+runtime part, the runtime part only :mod:`mmaas.core`; shared pure pieces (typed engine
+settings) sit in the lowest part that needs them. This module imports only
+:mod:`mmaas.core` (pyproject.toml's import contracts state the order).
+
+:data:`BACKENDS` names the parts as ``"module:attribute"``, imported only when asked for:
+the server imports only the runtime part it serves, the builder stage only the builder
+part. Adding a back end is its own package plus one entry here.
 """
 
 from __future__ import annotations
@@ -39,7 +46,8 @@ BackendName = Literal["onnxruntime", "tensorrt"]
 
 @dataclass(frozen=True)
 class Parts:
-    """Where one back end's parts live, each as ``"module:attribute"``."""
+    """Where one back end's parts live, each as ``"module:attribute"``: its runtime part's
+    :class:`Runtime`, its builder part's :class:`Compiler`, its host part's build target."""
 
     runtime: str
     compiler: str
@@ -50,13 +58,13 @@ class Parts:
 BACKENDS: dict[str, Parts] = {
     "onnxruntime": Parts(
         "mmaas.backends.onnxruntime.runtime:OnnxRuntimeRuntime",
-        "mmaas.backends.onnxruntime.compiler:OnnxRuntimeCompiler",
-        "mmaas.backends.onnxruntime.target:OnnxRuntimeTarget",
+        "mmaas.backends.onnxruntime.builder:OnnxRuntimeCompiler",
+        "mmaas.backends.onnxruntime.host:OnnxRuntimeTarget",
     ),
     "tensorrt": Parts(
         "mmaas.backends.tensorrt.runtime:TensorRTRuntime",
-        "mmaas.backends.tensorrt.compiler:TensorRTCompiler",
-        "mmaas.backends.tensorrt.target:TensorRTTarget",
+        "mmaas.backends.tensorrt.builder:TensorRTCompiler",
+        "mmaas.backends.tensorrt.host:TensorRTTarget",
     ),
 }
 
@@ -140,7 +148,7 @@ class Runtime(Protocol):
 
 
 class Compiler(Protocol):
-    """The compiler part: what the builder stage needs of a back end."""
+    """The builder part's compiler: what the builder stage needs of a back end."""
 
     name: str
     runtime: Runtime
@@ -169,33 +177,6 @@ class Compiler(Protocol):
         ...
 
 
-@dataclass(frozen=True)
-class ImageRecipe:
-    """A model's Dockerfile template (``templates/``) and the mmaas extras its runtime and
-    builder stages install; per spec, so a back end may choose by device or provider."""
-
-    template: str
-    runtime_extras: tuple[str, ...]
-    builder_extras: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class CompileBuild:
-    """The compile build of one model as the host pipeline hands it to a build target.
-    Attributes:
-        build: ``build(stage)`` runs ``docker build`` of the compile context tagged ``tag``
-            (``stage`` None: the whole Dockerfile) and returns the image id.
-        tag: the compile image's tag.
-        docker: the Docker client's argv prefix.
-        work: a scratch directory the target may write into.
-    """
-
-    build: Callable[[str | None], str]
-    tag: str
-    docker: list[str]
-    work: Path
-
-
 def get_runtime(name: str) -> Runtime:
     """The runtime part of back end ``name``.
 
@@ -207,13 +188,15 @@ def get_runtime(name: str) -> Runtime:
 
 
 def get_compiler(name: str) -> Compiler:
-    """The compiler part of back end ``name``. Raises UsageError for an unknown name."""
+    """The compiler of back end ``name``'s builder part. Raises UsageError for an unknown
+    name."""
     compiler: Compiler = _load(_parts(name).compiler)
     return compiler
 
 
 def get_target(name: str) -> BuildTarget:
-    """The build target of back end ``name``. Raises UsageError for an unknown name."""
+    """The build target of back end ``name``'s host part. Raises UsageError for an unknown
+    name."""
     target: BuildTarget = _load(_parts(name).target)
     return target
 

@@ -1,10 +1,14 @@
-"""The build-target protocol (:class:`BuildTarget`, the host side of a back end) and the
-data it passes beyond :class:`~mmaas.backends.ImageRecipe` and
-:class:`~mmaas.backends.CompileBuild`: the commands ``mmaas render`` prints, and what
-``mmaas doctor`` asks each target (:meth:`BuildTarget.readiness`): the checks it makes of
-this host and whether its images can be built here, given what doctor found of Docker.
-Doctor itself knows no back end by name: it asks every entry of
-:data:`mmaas.backends.BACKENDS`. Host side only: no image wheel carries this module."""
+"""The host side of a back end: the build-target protocol (:class:`BuildTarget`, each back
+end's host part) and the data it passes: the image recipe, the compile build ``mmaas build``
+hands it (:class:`CompileBuild`, through which it reaches Docker), the files it adds to a
+build context, the commands ``mmaas render`` prints, and what ``mmaas doctor`` asks each
+target (:meth:`BuildTarget.readiness`): the checks it makes of this host and whether its
+images can be built here, given what doctor found of Docker. Doctor itself knows no back
+end by name: it asks every entry of :data:`mmaas.backends.BACKENDS`.
+
+Host side only: ``mmaas.build`` imports this module and the host parts; neither imports
+``mmaas.build`` (pyproject.toml's import contracts).
+"""
 
 from __future__ import annotations
 
@@ -14,12 +18,56 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from mmaas.backends import CompileBuild, ImageRecipe
 from mmaas.core.manifest import Manifest
 
-if TYPE_CHECKING:  # host-side types (the protocol's signatures only)
-    from mmaas.build.plan import ContextFile
+if TYPE_CHECKING:  # the spec's type (the protocol's signatures only)
     from mmaas.spec.model import ModelSpec
+
+ENGINE_DIR = "/opt/mmaas/engine"  # the builder stage's compiled (or cached) engine directory
+ENGINE_CONTEXT = "engine"  # the package build's engine directory in its build context
+
+
+@dataclass(frozen=True)
+class ContextFile:
+    """A host file (or directory) copied into the staged build context at ``target``."""
+
+    source: Path
+    target: str
+
+
+@dataclass(frozen=True)
+class ImageRecipe:
+    """A model's Dockerfile template (``templates/``) and the mmaas extras its runtime and
+    builder stages install; per spec, so a back end may choose by device or provider."""
+
+    template: str
+    runtime_extras: tuple[str, ...]
+    builder_extras: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CompileBuild:
+    """The compile build of one model as the host pipeline hands it to a build target: the
+    target reaches Docker only through it.
+    Attributes:
+        build: ``build(stage)`` runs ``docker build`` of the compile context tagged ``tag``
+            (``stage`` None: the whole Dockerfile) and returns the image id.
+        tag: the compile image's tag.
+        docker: the Docker client's argv prefix.
+        work: a scratch directory the target may write into.
+        copy_out: ``copy_out(source, dest)`` copies the directory ``source`` out of the
+            image tagged ``tag`` (without running it) to ``dest`` and returns ``dest``;
+            DockerError when the image has no ``source``.
+        remove_image: ``remove_image(image)`` removes a local image (tag or id); a missing
+            one is not an error.
+    """
+
+    build: Callable[[str | None], str]
+    tag: str
+    docker: list[str]
+    work: Path
+    copy_out: Callable[[str, Path], Path]
+    remove_image: Callable[[str], None]
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """The compile build of one engine: its plan, staged and built through the back end's
-compile route (:meth:`mmaas.backends.BuildTarget.compile_engine`), and the engine directory
+compile route (:meth:`mmaas.backends.targets.BuildTarget.compile_engine`), and the engine directory
 it wrote, verified; :func:`docker_build` stages and builds any plan (the package build's
 too)."""
 
@@ -8,9 +8,11 @@ from __future__ import annotations
 import secrets
 from pathlib import Path
 
-from mmaas.backends import CompileBuild, get_target
+from mmaas.backends import get_target
+from mmaas.backends.targets import CompileBuild
 from mmaas.build import docker as docker_engine
 from mmaas.build.cache.key import builder_image
+from mmaas.build.cache.registry import remove_image
 from mmaas.build.context import ca_bundle_of, compile_plan, stage_context
 from mmaas.build.plan import BuildPlan
 from mmaas.core.errors import DockerError
@@ -26,7 +28,7 @@ def compile_engine(
     ca_bundle: Path | None = None,
 ) -> Path:
     """Run the compile build of ``engine`` through its back end's compile route
-    (:meth:`mmaas.backends.BuildTarget.compile_engine`) and return the verified engine
+    (:meth:`mmaas.backends.targets.BuildTarget.compile_engine`) and return the verified engine
     directory it wrote under ``work``.
 
     Raises:
@@ -42,6 +44,8 @@ def compile_engine(
         tag=tag,
         docker=docker_engine.client().argv(),
         work=work,
+        copy_out=lambda source, dest: docker_engine.copy_from_image(tag, source, dest),
+        remove_image=remove_image,
     )
     try:
         engine_dir = get_target(engine.spec.backend).compile_engine(build)

@@ -12,16 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import mmaas
+from mmaas.backends.targets import ENGINE_CONTEXT, ContextFile
 from mmaas.build import docker as docker_engine
-from mmaas.build.plan import (
-    ENGINE_CONTEXT,
-    BuildPlan,
-    ContextFile,
-    make_package_plan,
-    make_plan,
-)
+from mmaas.build.plan import BuildPlan, make_package_plan, make_plan
 from mmaas.build.render import render_dockerfile
 from mmaas.build.requests import model_request
+from mmaas.build.spec_checks import host_checks
 from mmaas.build.wheel import pack_wheel
 from mmaas.core.files import atomic_write_text, link_or_copy
 from mmaas.spec.composition import asset_target
@@ -44,7 +40,7 @@ def plan_builds(
     Raises:
         SpecError: the spec is invalid. DockerError: ``buildkit`` is None and no engine.
     """
-    loaded = load_spec(model)
+    loaded = load_spec(model, checks=host_checks())
     if buildkit is None:
         buildkit = docker_engine.client().buildkit
     bundle = ca_bundle or ca_bundle_of(loaded)
@@ -79,6 +75,13 @@ def compile_plan(
     ca_bundle: Path | None,
     buildkit: bool,
 ) -> BuildPlan:
+    """The compile plan of ``engine`` of ``loaded`` (its ONNX file's external data staged
+    beside it; ``key``: its engine-cache key or None; ``ca_bundle``: a PEM bundle pip
+    trusts in the build, or None).
+
+    Raises:
+        SpecError: the back end's build target cannot build a setting of the engine.
+    """
     return make_plan(
         engine.spec,
         engine.source_path,
@@ -127,5 +130,7 @@ def engine_target(loaded: LoadedSpec, name: str) -> str:
 
 
 def ca_bundle_of(loaded: LoadedSpec) -> Path | None:
+    """The CA bundle the build's pip trusts: ``image.ca_bundle`` (relative to the model
+    folder), else ``MMAAS_CA_BUNDLE``; None when neither is set."""
     configured = loaded.spec.image.ca_bundle or os.environ.get("MMAAS_CA_BUNDLE")
     return None if not configured else (loaded.model_dir / configured).resolve()

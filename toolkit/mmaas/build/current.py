@@ -1,4 +1,4 @@
-"""A rebuild with nothing changed does no Docker build (issue 13 item 9).
+"""A rebuild with nothing changed does no Docker build.
 
 The *build digest* is a sha256 over everything the package build's image is made from:
 the package plan's digest (template name, values, generated files, labels), the template's
@@ -31,17 +31,18 @@ from typing import Any
 
 from filelock import FileLock
 
+from mmaas.backends.targets import ENGINE_CONTEXT, ContextFile
 from mmaas.build import docker as docker_engine
 from mmaas.build.cache.key import content_digest, image_content
 from mmaas.build.cache.local import LOCK_TIMEOUT_S, EngineCache
-from mmaas.build.plan import ENGINE_CONTEXT, BuildPlan, ContextFile, ContextWheel
-from mmaas.build.render import template_text
+from mmaas.build.plan import BuildPlan, ContextWheel
 from mmaas.build.verify import identity_labels
 from mmaas.core.errors import DockerError, IntegrityError
 from mmaas.core.files import assembled, atomic_write_text
 from mmaas.core.hashing import bytes_digest
 from mmaas.core.manifest import MANIFEST_NAME
 from mmaas.core.model_manifest import ASSETS_DIR, ModelManifest, read_model_manifest
+from mmaas.core.templates import template_file
 
 BUILD_DIGEST_LABEL = "io.mmaas.build.digest"
 RECORD_FILE = "image.json"
@@ -86,7 +87,7 @@ def build_digest(
     staged: list[ContextFile | ContextWheel] = [f for f in plan.files if not _is_engine(f)]
     body = {
         "plan": plan.digest,
-        "template": bytes_digest(template_text(plan.template).encode()),
+        "template": bytes_digest(template_file(plan.template).encode()),
         "files": {item.target: content_digest(item) for item in [*staged, *plan.wheels]},
         "engines": list(engine_keys),
         "images": images,

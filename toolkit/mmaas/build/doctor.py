@@ -3,7 +3,7 @@
 Each check asks the real thing. Doctor checks Docker itself (the engine through
 :mod:`mmaas.build.docker`, BuildKit, ``docker info``) and then asks every back end of
 the registry (:data:`mmaas.backends.BACKENDS`) through its build target's
-:meth:`~mmaas.backends.BuildTarget.readiness` for its own checks (its runtime library;
+:meth:`~mmaas.backends.targets.BuildTarget.readiness` for its own checks (its runtime library;
 GPUs and the NVIDIA container runtime) and whether its images build here, so it knows no
 back end by name. A back end whose build target cannot even be imported (a missing
 package) is reported not usable, with the import error.

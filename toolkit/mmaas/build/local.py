@@ -15,6 +15,7 @@ from pathlib import Path
 
 from mmaas.build.plan import compile_request
 from mmaas.build.requests import checks, engine_digest, engine_request, model_request
+from mmaas.build.spec_checks import host_checks
 from mmaas.core.errors import IntegrityError
 from mmaas.core.files import link_or_copy
 from mmaas.core.hashing import file_digests
@@ -32,7 +33,7 @@ def compile_local(model: Path, *, rebuild: bool = False) -> tuple[LoadedSpec, Pa
     Raises:
         SpecError, BuildError, IntegrityError: as for ``mmaas build``.
     """
-    loaded = load_spec(model)
+    loaded = load_spec(model, checks=host_checks())
     work = loaded.model_dir / ".mmaas"
     if len(loaded.engines) == 1 and not loaded.assets and loaded.pipeline is None:
         return loaded, _engine(loaded, loaded.engines[0], work / "engine", rebuild)

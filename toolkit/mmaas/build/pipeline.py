@@ -15,7 +15,7 @@ self-digest and the engine's hashes), and the engine's identity is added as labe
 (``io.mmaas.engine.blake3`` ...), which are then read back and compared with the manifest:
 an image whose labels, manifest and engine disagree is never tagged.
 
-What differs per back end comes from its build target (:class:`mmaas.backends.BuildTarget`):
+What differs per back end comes from its build target (:class:`mmaas.backends.targets.BuildTarget`):
 checks before any Docker work (TensorRT: a GPU, C11, and the per-target tag), the compile
 route (ONNX Runtime: inside the compile build; TensorRT: ``docker build --target builder``
 then ``docker run --gpus all`` of it) and the labels it adds (TensorRT: C12). Checks of
@@ -55,6 +55,7 @@ from mmaas.build.current import (
 from mmaas.build.plan import MODEL_DIR, engine_inputs
 from mmaas.build.provenance import host_provenance
 from mmaas.build.signing import SigningKey, signature_labels
+from mmaas.build.spec_checks import host_checks
 from mmaas.build.verify import check_labels, engine_labels
 from mmaas.core.model_dir import verify_model_dir
 from mmaas.core.model_manifest import ModelManifest
@@ -141,7 +142,7 @@ def build_image(
     """
     started = time.perf_counter()
     cache = cache or CacheOptions()
-    loaded = load_spec(model)
+    loaded = load_spec(model, checks=host_checks())
     target = get_target(loaded.engines[0].spec.backend)
     image = f"{loaded.spec.image_repository}:{loaded.spec.image_tag}"
     tags = [target.preflight(e.spec, image) for e in loaded.engines]  # before Docker (C11)

@@ -25,37 +25,22 @@ from pathlib import Path
 from typing import Any
 
 from mmaas.backends import CompileRequest, get_target
+from mmaas.backends.targets import ENGINE_DIR, ContextFile
 from mmaas.build.requests import engine_request
 from mmaas.build.runtime_env import runtime_env, served_ports
-from mmaas.build.wheel import (
-    CONSTRAINTS,
-    SBOM_TOOL,
-    constraints_text,
-    pipeline_requirements,
-    requirements,
-    template_file,
-)
+from mmaas.build.wheel import SBOM_TOOL, pipeline_requirements, requirements
 from mmaas.core import runtime_settings
 from mmaas.core.hashing import bytes_digest
 from mmaas.core.model_request import ModelRequest
 from mmaas.core.sbom import SBOM_LABEL, SBOM_PATH
+from mmaas.core.templates import CONSTRAINTS, constraints_text, template_file
 from mmaas.spec.engines import model_info
 from mmaas.spec.model import ModelSpec
 
 MODEL_DIR = str(runtime_settings.MODEL_DIR.default)  # the image's model: where the server looks
-ENGINE_DIR = "/opt/mmaas/engine"  # the builder stage's compiled (or cached) engine directory
-ENGINE_CONTEXT = "engine"  # the package build's engine directory in its build context
 BUILDER_WHEEL = "wheels/builder"  # the builder stage's mmaas wheel in the build context
 RUNTIME_WHEEL = "wheels/runtime"  # the runtime stage's
 LABEL_PREFIX = "io.mmaas"
-
-
-@dataclass(frozen=True)
-class ContextFile:
-    """A host file (or directory) copied into the staged build context at ``target``."""
-
-    source: Path
-    target: str
 
 
 @dataclass(frozen=True)
@@ -145,8 +130,8 @@ def make_package_plan(
 ) -> BuildPlan:
     """Plan the package build of the completed model ``spec``: the image around its
     verified engine directories and assets, staged as ``tree`` under
-    :data:`ENGINE_CONTEXT` (laid out as the model directory will be: see
-    :mod:`mmaas.stage.stamp`), stamped by ``request``. ``engine`` is one of its engine
+    :data:`~mmaas.backends.targets.ENGINE_CONTEXT` (laid out as the model directory will
+    be: see :mod:`mmaas.stage.stamp`), stamped by ``request``. ``engine`` is one of its engine
     views: its back end makes the image (every engine of a model has the same back end).
     The build is the same whether the engines were compiled just now or came from the
     engine cache, so its layers are reused (C13). ``signed``: the image will be signed

@@ -1,4 +1,4 @@
-"""The provenance record of a build (issue 15 item 4): where an image's engine came from.
+"""The provenance record of a build: where an image's engine came from.
 
 :func:`host_provenance` collects, on the host, what the image cannot know; the package
 build's stamp step (:func:`mmaas.stage.stamp.stamp_model_dir`) completes it with what the

@@ -1,5 +1,5 @@
 """Images named by digest: the reference grammar (``NAME@sha256:<hex>``) and ``docker pull``
-of such a reference with the registry credentials of :mod:`mmaas.build.registry`.
+of such a reference with the registry credentials of :mod:`mmaas.build.registry_calls`.
 
 A digest names content, a tag only a pointer that can move: what CI built, verified and
 signed is the digest ``mmaas push`` printed, and that is what ``mmaas verify --pull`` and
@@ -13,13 +13,8 @@ from functools import partial
 from pathlib import Path
 
 from mmaas.build import docker as docker_engine
-from mmaas.build.registry import (
-    COMPONENT,
-    Credentials,
-    check_registry_call,
-    logged_in,
-    retried,
-)
+from mmaas.build.registry import COMPONENT
+from mmaas.build.registry_calls import Credentials, check_registry_call, logged_in, retried
 from mmaas.core.errors import UsageError
 
 _PINNED = re.compile(

@@ -1,7 +1,8 @@
 """Render a BuildPlan's Dockerfile from ``templates/`` with Jinja2 (StrictUndefined).
 
 The templates ship inside the wheel as the package data of ``mmaas.templates`` and are read
-through ``importlib.resources``, so an installed mmaas renders outside a checkout.
+through ``importlib.resources`` (:mod:`mmaas.core.templates`), so an installed mmaas
+renders outside a checkout.
 
 Templates hold no logic beyond ``if``/``for`` over values the plan computed; every
 rendered Dockerfile starts with a comment naming its template and the plan digest.
@@ -10,11 +11,11 @@ rendered Dockerfile starts with a comment naming its template and the plan diges
 from __future__ import annotations
 
 import json
-from importlib import resources
 
 import jinja2
 
 from mmaas.build.plan import BuildPlan
+from mmaas.core.templates import template_file
 
 
 def render_dockerfile(plan: BuildPlan) -> str:
@@ -24,7 +25,7 @@ def render_dockerfile(plan: BuildPlan) -> str:
         jinja2.UndefinedError: the template uses a value the plan does not provide (a bug).
     """
     environment = jinja2.Environment(
-        loader=jinja2.FunctionLoader(template_text),
+        loader=jinja2.FunctionLoader(template_file),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         trim_blocks=True,
@@ -35,15 +36,6 @@ def render_dockerfile(plan: BuildPlan) -> str:
     body = environment.get_template(plan.template).render(**plan.values)
     header = f"# Rendered by mmaas from templates/{plan.template}; plan {plan.digest}\n"
     return header + body
-
-
-def template_text(name: str) -> str:
-    """The text of template ``name`` (``Dockerfile.onnxruntime.j2``...) from the package data.
-
-    Raises:
-        FileNotFoundError: no such template.
-    """
-    return resources.files("mmaas.templates").joinpath(name).read_text()
 
 
 def _quote(value: object) -> str:

@@ -1,8 +1,9 @@
 """The mmaas wheels that images install, and the pinned requirements of each image.
 
 Each image installs mmaas as a wheel with the extras of what it runs (the back end's build
-target names them: :class:`mmaas.backends.BuildTarget`): the runtime stage the server and
-the back end's runtime part, the builder stage the stage and the back end's compiler. The
+target names them: :class:`mmaas.backends.targets.BuildTarget`): the runtime stage the server and
+the back end's runtime part, the builder stage the stage and the back end's builder and
+runtime parts (no image carries a host part). The
 wheel is packed here from the installed mmaas (an editable checkout or site-packages,
 so an installed mmaas builds outside a checkout) with only the subpackages that image
 runs, deterministically (sorted entries, fixed times), so its bytes change only when that
@@ -22,7 +23,7 @@ import hashlib
 import re
 import zipfile
 from collections.abc import Iterable, Sequence
-from importlib import metadata, resources
+from importlib import metadata
 from pathlib import Path
 
 import mmaas
@@ -30,7 +31,6 @@ from mmaas.core.pipelines import PIPELINES
 
 DISTRIBUTION = "mmaas"
 SERVER = "mmaas.server"  # an image wheel holding it packs the pipeline kinds' runtime parts
-CONSTRAINTS = "image-constraints.txt"
 SBOM_TOOL = "sbom-tool.txt"  # the pinned SBOM generator of the runtime image's sbom stage
 ZIP_TIME = (2020, 1, 1, 0, 0, 0)  # fixed entry times: the same code packs to the same bytes
 _EXTRA = re.compile(r"""extra\s*==\s*["']([\w.-]+)["']""")
@@ -144,22 +144,6 @@ def pipeline_requirements(kind: str | None) -> str:
     under the image constraints (:class:`mmaas.core.pipelines.PipelineParts`); "" when none."""
     parts = PIPELINES.get(kind) if kind else None
     return "".join(f"{name}\n" for name in (parts.runtime_packages if parts else ()))
-
-
-def constraints_text() -> str:
-    """The pins every image installs under (``templates/image-constraints.txt``)."""
-    return template_file(CONSTRAINTS)
-
-
-def template_file(name: str) -> str:
-    """The text of ``templates/<name>`` (package data of ``mmaas.templates``)."""
-    return resources.files("mmaas.templates").joinpath(name).read_text()
-
-
-def pinned_version(package: str) -> str | None:
-    """The version ``package`` is pinned to (``name==version``) in the image constraints."""
-    found = re.search(rf"^{re.escape(package)}==(\S+)\s*$", constraints_text(), re.MULTILINE)
-    return found.group(1) if found else None
 
 
 def _metadata_text() -> str:

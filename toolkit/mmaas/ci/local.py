@@ -29,7 +29,8 @@ from pathlib import Path
 import click
 import yaml
 
-from mmaas.build.registry import PASSWORD_ENV, USER_ENV, RegistryTarget
+from mmaas.build.registry import RegistryTarget
+from mmaas.build.registry_calls import PASSWORD_ENV, USER_ENV
 from mmaas.ci.git import Git
 from mmaas.ci.runners import DEFAULT_RUNNER, load_runners
 from mmaas.core import proc

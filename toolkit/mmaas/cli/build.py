@@ -17,7 +17,8 @@ import click
 from mmaas.build import docker as docker_engine
 from mmaas.build.cache.reuse import CacheOptions
 from mmaas.build.pipeline import build_image
-from mmaas.build.registry import credentials_from_env, parse_registry, push_image
+from mmaas.build.registry import parse_registry, push_image
+from mmaas.build.registry_calls import credentials_from_env
 from mmaas.build.signing import load_signing_key
 from mmaas.cli.options import ca_bundle_option, json_option
 from mmaas.cli.progress import BuildConsole, Mode, make_console, summary_table

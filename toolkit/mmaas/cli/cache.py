@@ -1,6 +1,6 @@
 """``mmaas cache ls|export|import|prune``: the host's TensorRT timing caches.
 
-The store (``mmaas.backends.tensorrt.timing_cache``) lives in ``--cache-dir``, else
+The store (``mmaas.backends.tensorrt.builder.timing_cache``) lives in ``--cache-dir``, else
 ``$MMAAS_TIMING_CACHE_DIR``, else ``~/.cache/mmaas/timing-caches``. An export is a
 ``.tar.gz`` of ``<key>.cache`` + ``<key>.json`` pairs, which CI persists between runs and
 imports before a build.
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import click
 
-from mmaas.backends.tensorrt.timing_cache import (
+from mmaas.backends.tensorrt.builder.timing_cache import (
     CacheEntry,
     CacheKey,
     TimingCacheStore,

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from mmaas.build.spec_checks import host_checks
 from mmaas.spec.scaffold import init_model_folder
 
 
@@ -38,7 +39,12 @@ def command(
     run `mmaas validate PATH`.
     """
     loaded = init_model_folder(
-        path, onnx_path, name=name, max_batch_size=max_batch_size, force=force
+        path,
+        onnx_path,
+        checks=host_checks(),
+        name=name,
+        max_batch_size=max_batch_size,
+        force=force,
     )
     click.echo(
         f"wrote {loaded.path} ({len(loaded.spec.inputs)} inputs, "

@@ -3,14 +3,15 @@
 Both back ends: the compile Dockerfile of every engine and the package Dockerfile on
 stdout, each after a ``# ==> DIR/<build>/Dockerfile (<phase> build) <==`` line; on stderr
 the commands the back end's build target says ``mmaas build`` runs
-(:meth:`mmaas.backends.BuildTarget.build_commands`: ONNX Runtime's compile build, the copy
-of its engine directory, the package build; TensorRT's GPU route: build ``--target
-builder``, compile in ``docker run --gpus all``, copy the engine directory into the
-package context, build the package), one shell line each after a ``# N/M what`` comment,
-then the compile's own command where the back end has one (TensorRT: the exact trtexec
-argv the compile container runs, :meth:`~mmaas.backends.BuildTarget.engine_command`). The
-build contexts are staged in ``--context DIR`` (``DIR/compile``, or
-``DIR/compile/<engine>`` for several engines, and ``DIR/package``), else in
+(:meth:`mmaas.backends.targets.BuildTarget.build_commands`: ONNX Runtime's compile build,
+the copy of its engine directory, the package build; TensorRT's GPU route: build
+``--target builder``, compile in ``docker run --gpus all``, copy the engine directory into
+the package context, build the package), one shell line each after a ``# N/M what``
+comment, then the compile's own command where the back end has one (TensorRT: the exact
+trtexec argv the compile container runs,
+:meth:`~mmaas.backends.targets.BuildTarget.engine_command`). The build contexts are
+staged in ``--context DIR`` (``DIR/compile``, or ``DIR/compile/<engine>`` for several
+engines, and ``DIR/package``), else in
 ``MODEL/.mmaas/render`` (replaced each time), so every printed path is real and the
 commands run as pasted on a host with Docker (and, for TensorRT, a GPU and the NVIDIA
 Container Toolkit). Several engines: each engine's commands in turn, its directory copied
@@ -30,11 +31,11 @@ from pathlib import Path
 import click
 
 from mmaas.backends import get_target
-from mmaas.backends.targets import BuildCommand
+from mmaas.backends.targets import ENGINE_CONTEXT, BuildCommand
 from mmaas.build import docker as docker_engine
 from mmaas.build.command import engine_commands
 from mmaas.build.context import plan_builds, stage_context
-from mmaas.build.plan import ENGINE_CONTEXT, BuildPlan
+from mmaas.build.plan import BuildPlan
 from mmaas.build.render import render_dockerfile
 from mmaas.cli.options import ca_bundle_option
 from mmaas.core.errors import UsageError

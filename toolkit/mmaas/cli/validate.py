@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from mmaas.build.command import engine_commands
+from mmaas.build.spec_checks import host_checks
 from mmaas.cli.options import json_option
 from mmaas.core.manifest import TensorInfo
 from mmaas.spec.catalog import resolve_model
@@ -34,7 +35,8 @@ def command(model: str, as_json: bool) -> None:
     "problems": [...]}.
     """
     path = resolve_model(model)
-    loaded = load_spec(path)  # a SpecError reaches the CLI's handler (JSON with --json)
+    # a SpecError reaches the CLI's handler (JSON with --json)
+    loaded = load_spec(path, checks=host_checks())
     commands = engine_commands(loaded)
     command = next(iter(commands.values())) if len(commands) == 1 else None
     if as_json:

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from mmaas.build.pull import pull_image
-from mmaas.build.registry import credentials_from_env
+from mmaas.build.registry_calls import credentials_from_env
 from mmaas.build.verify import verify_image, verify_model
 from mmaas.cli.options import json_option
 from mmaas.core.errors import UsageError

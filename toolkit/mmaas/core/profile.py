@@ -1,5 +1,5 @@
 """The one rule set of optimization profiles, shared by spec loading (:mod:`mmaas.spec.
-profile`), the trtexec argument vector (:mod:`mmaas.backends.tensorrt.trtexec.shapes`) and
+profile`), the trtexec argument vector (:mod:`mmaas.backends.tensorrt.builder.trtexec.shapes`) and
 the server's request checks (:mod:`mmaas.server.signature`).
 
 A profile is three full shapes (batch axis included), as trtexec's ``--minShapes``,

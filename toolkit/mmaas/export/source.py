@@ -15,6 +15,7 @@ from pathlib import Path
 
 from mmaas.build import docker as docker_engine
 from mmaas.build.pull import pinned_reference
+from mmaas.build.spec_checks import host_checks
 from mmaas.build.verify import verify_image
 from mmaas.core.errors import DockerError, UsageError
 from mmaas.core.manifest import Manifest
@@ -64,7 +65,7 @@ def export_source(model: Path, image: str | None, say: Say) -> ExportSource:
         IntegrityError: the image's engine, manifest and labels disagree.
         DockerError: no Docker engine.
     """
-    loaded = load_spec(model)
+    loaded = load_spec(model, checks=host_checks())
     spec = loaded.spec
     local = pinned_reference(image) if image else f"{spec.image_repository}:{spec.image_tag}"
     inspected = _inspected(local, model, image is not None)

@@ -18,11 +18,9 @@ them; batching as Triton's ``max_batch_size``):
 * an input's ``sample_values`` fit its datatype; a file of them is read into the spec
   (:mod:`mmaas.spec.sample_values`);
 * the ``checks:`` gates name real tensors and shapes inside the profile (spec_checks);
-* the back end's build target refuses what it cannot build: a precision it lacks, an
-  input name it cannot take (TensorRT: names trtexec's shape flags cannot quote), a
-  tensor datatype it cannot carry (TensorRT: BYTES, FP64...; BF16 before TensorRT 10),
-  settings that cannot work together (``BuildTarget.check_spec``: ONNX Runtime's device
-  rules).
+* the back end refuses what it cannot build, through the injected checks
+  (:class:`~mmaas.spec.hooks.SpecChecks`): a precision it lacks, a tensor datatype it
+  cannot carry, an input name it cannot take, settings that cannot work together.
 """
 
 from __future__ import annotations
@@ -30,9 +28,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from mmaas.backends import BACKENDS, get_target
 from mmaas.core.errors import SpecProblem
 from mmaas.spec.checks import check_gates
+from mmaas.spec.hooks import SpecChecks
 from mmaas.spec.model import InputSpec, ModelSpec, OutputSpec, TensorSpec
 from mmaas.spec.onnx_graph import GraphSignature, GraphTensor
 from mmaas.spec.profile import check_profile
@@ -44,48 +42,42 @@ def complete_spec(
     spec: ModelSpec,
     graph: GraphSignature,
     doc: YamlDocument,
+    checks: SpecChecks,
     invalid: frozenset[KeyPath] = frozenset(),
 ) -> tuple[ModelSpec, list[SpecProblem]]:
-    """Check ``spec`` against ``graph``; return the completed spec and every problem found
-    (located through ``doc``). The completed spec lists every graph input in graph order,
-    and the outputs the spec lists (all graph outputs when it lists none). ``invalid``: key
-    paths whose values were refused by validation and dropped from ``spec``; nothing is
-    said at or under them (their problem is reported already)."""
-    completer = _Completer(spec, doc, invalid)
-    completer.check_precision()
+    """Check ``spec`` against ``graph`` and its back end's ``checks``; return the completed
+    spec and every problem found (located through ``doc``). The completed spec lists every
+    graph input in graph order, and the outputs the spec lists (all graph outputs when it
+    lists none). ``invalid``: key paths whose values were refused by validation and dropped
+    from ``spec``; nothing is said at or under them (their problem is reported already)."""
+    completer = _Completer(spec, doc, checks, invalid)
+    refused = checks.check_precision(spec)
+    if refused:
+        completer.report(("target_precision",), refused)
     completer.check_batching()
     inputs = completer.tensors("input", spec.inputs, graph.inputs)
     outputs = completer.tensors("output", spec.outputs, graph.outputs)
     completed = spec.model_copy(update={"inputs": inputs, "outputs": outputs})
     if not completer.problems:  # the gates name tensors: check them against a sound signature
         check_gates(completed, Path(doc.file).parent, completer.report)
-        for path, message in get_target(spec.backend).check_spec(completed):
+        for path, message in checks.check_engine(completed):
             completer.report(path, message)
     return completed, completer.problems
 
 
 class _Completer:
-    def __init__(self, spec: ModelSpec, doc: YamlDocument, invalid: frozenset[KeyPath]) -> None:
+    def __init__(
+        self, spec: ModelSpec, doc: YamlDocument, checks: SpecChecks, invalid: frozenset[KeyPath]
+    ) -> None:
         self.spec = spec
         self.doc = doc
+        self.checks = checks
         self.invalid = invalid
         self.problems: list[SpecProblem] = []
 
     def report(self, path: KeyPath, message: str) -> None:
         if not any(path[: len(key)] == key for key in self.invalid):
             self.problems.append(self.doc.problem(path, message))
-
-    def check_precision(self) -> None:
-        backend, precision = self.spec.backend, self.spec.target_precision
-        supported = get_target(backend).precisions
-        if precision not in supported:
-            others = [name for name in BACKENDS if precision in get_target(name).precisions]
-            self.report(
-                ("target_precision",),
-                f"backend {backend} does not build {precision} "
-                f"engines; it supports: {', '.join(supported)} ({precision} needs "
-                f"backend: {' or '.join(others)})",
-            )
 
     def check_batching(self) -> None:
         """Dynamic batching stacks requests along the batch axis: it needs
@@ -157,7 +149,7 @@ class _Completer:
                 f"the ONNX model, which declares {tensor.datatype}; write "
                 f"{tensor.datatype} or remove the key (it is read from the model)",
             )
-        refused = get_target(self.spec.backend).check_datatype(self.spec, tensor.datatype)
+        refused = self.checks.check_datatype(self.spec, tensor.datatype)
         if refused:
             self.report((*path, "name") if entry else path, f"{what}: {refused}")
         shape = self._shape(what, tensor, entry, path)
@@ -166,7 +158,7 @@ class _Completer:
         self._check_batch_axis(what, shape, path)
         if role == "output":
             return OutputSpec(name=tensor.name, datatype=tensor.datatype, shape=list(shape))
-        refused = get_target(self.spec.backend).check_input(tensor.name)
+        refused = self.checks.check_input(self.spec, tensor.name)
         if refused:
             self.report((*path, "name") if entry else path, f"{what}: {refused}")
         given = (entry.min, entry.opt, entry.max) if isinstance(entry, InputSpec) else None

@@ -5,24 +5,22 @@ every problem located:
   ``engines:`` (one section per engine, no engine keys at the top), never both;
 * engine names are folder names in the model directory: ``assets`` is taken, and
   ``<name>-<engine>`` must be a valid model name (at most 128 characters);
-* the engines of one model share one image: one back end and one image recipe (ONNX
-  Runtime: the same ``build.onnxruntime.device``), since the runtime stage installs one
-  back end's runtime;
 * ``runtime.dynamic_batching`` with several engines needs one engine with
   ``max_batch_size > 0`` (engines without a batch axis run unbatched), and no preferred
   batch size above the largest ``max_batch_size``;
 * an asset is a file inside the model folder, matching its ``sha256`` pin; two assets may
   not name the same file.
+
+That the engines fit one image (one back end's runtime) is the back ends' rule, asked of the
+injected checks (:meth:`mmaas.spec.hooks.SpecChecks.check_engines`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from mmaas.backends import get_target
 from mmaas.core.errors import SourceError, SpecProblem
 from mmaas.core.model_manifest import ASSETS_DIR
-from mmaas.spec.engines import engine_views
 from mmaas.spec.model import ENGINE_KEYS, ModelSpec
 from mmaas.spec.sources import check_pins
 from mmaas.spec.yamlio import YamlDocument
@@ -70,36 +68,6 @@ def check_form(spec: ModelSpec, doc: YamlDocument) -> list[SpecProblem]:
                     "characters; shorten the engine or model name",
                 )
             )
-    return problems
-
-
-def check_one_image(spec: ModelSpec, doc: YamlDocument) -> list[SpecProblem]:
-    """Engines whose back end or image recipe differs from the first engine's (see the
-    module docstring), each located at its ``backend`` (or ``build``) key."""
-    if not spec.engines:
-        return []
-    views = engine_views(spec)
-    first, *others = views
-    backend = views[first].backend
-    recipe = get_target(backend).recipe(views[first])
-    problems: list[SpecProblem] = []
-    for name in others:
-        view, section = views[name], doc.data.get("engines", {}).get(name, {})
-        if view.backend != backend:
-            what, key = f"back end {view.backend} (engine {first!r}: {backend})", "backend"
-        elif get_target(backend).recipe(view) != recipe:
-            mine = get_target(backend).recipe(view).template
-            what, key = f"image template {mine} (engine {first!r}: {recipe.template})", "build"
-        else:
-            continue
-        where = ("engines", name, key) if key in section else ("engines", name)
-        problems.append(
-            doc.problem(
-                where,
-                f"engine {name!r} needs {what}, and one image holds one back end's runtime; "
-                "give every engine the same backend and device (build.onnxruntime.device)",
-            )
-        )
     return problems
 
 

@@ -1,6 +1,7 @@
 """Load a model.yaml: parse (YAML with positions), validate (:class:`ModelSpec`), resolve
 each engine's ONNX source, cross-check every engine against its ONNX graph and complete
-it, check the assets and the pipeline.
+it, check the assets and the pipeline. What the back ends and the pipeline kinds refuse is
+asked of the checks the caller injects (:class:`~mmaas.spec.hooks.SpecChecks`).
 
 Every problem is collected and raised at once as one :class:`~mmaas.core.errors.SpecError`,
 each as ``file:line:col: key.path: what is wrong, what to do``. Validation errors do not
@@ -25,14 +26,10 @@ from pydantic_core import ErrorDetails
 from mmaas.core.errors import SourceError, SpecError, SpecProblem, UsageError
 from mmaas.core.model_manifest import PipelineRecord
 from mmaas.spec.complete import complete_spec
-from mmaas.spec.composition import (
-    check_engine_batching,
-    check_form,
-    check_one_image,
-    resolve_assets,
-)
+from mmaas.spec.composition import check_engine_batching, check_form, resolve_assets
 from mmaas.spec.engines import engine_names, engine_views, model_info, with_engines
 from mmaas.spec.errors import data_path, problem_from_error
+from mmaas.spec.hooks import SpecChecks
 from mmaas.spec.model import ModelSpec
 from mmaas.spec.onnx_graph import read_signature
 from mmaas.spec.pipeline import check_pipeline, pipeline_record
@@ -103,9 +100,10 @@ class LoadedSpec:
         return "." if len(self.engines) == 1 and self.pipeline is None else name
 
 
-def load_spec(path: Path) -> LoadedSpec:
+def load_spec(path: Path, *, checks: SpecChecks) -> LoadedSpec:
     """Read, validate, cross-check and complete the model.yaml at ``path`` (a model folder
-    stands for its ``model.yaml``).
+    stands for its ``model.yaml``), with the back ends' and pipeline kinds' ``checks``
+    (:func:`mmaas.build.spec_checks.host_checks`).
 
     Raises:
         UsageError: ``path`` does not exist or is not a readable file.
@@ -127,10 +125,10 @@ def load_spec(path: Path) -> LoadedSpec:
         ) from None
     except OSError as exc:
         raise UsageError(f"{path}: cannot read the model spec ({exc.strerror or exc})") from None
-    return parse_spec(text, path)
+    return parse_spec(text, path, checks=checks)
 
 
-def parse_spec(text: str, path: Path) -> LoadedSpec:
+def parse_spec(text: str, path: Path, *, checks: SpecChecks) -> LoadedSpec:
     """Like :func:`load_spec` for ``text`` that is (or will be written) at ``path``; used to
     check a generated spec before it is written.
 
@@ -161,7 +159,7 @@ def parse_spec(text: str, path: Path) -> LoadedSpec:
         spec, _ = _validate(_cross_checked_part(data))
     loaded = None
     if spec is not None:
-        loaded = _cross_check(spec, path, doc, problems, frozenset(invalid))
+        loaded = _cross_check(spec, path, doc, checks, problems, frozenset(invalid))
     if problems or loaded is None:
         raise SpecError(sorted(problems, key=lambda p: (p.line or 0, p.column or 0)))
     return loaded
@@ -206,11 +204,12 @@ def _cross_check(
     spec: ModelSpec,
     path: Path,
     doc: YamlDocument,
+    checks: SpecChecks,
     problems: list[SpecProblem],
     invalid: frozenset[KeyPath] = frozenset(),
 ) -> LoadedSpec | None:
     problems.extend(check_form(spec, doc))
-    problems.extend(check_one_image(spec, doc))
+    problems.extend(checks.check_engines(spec, doc))
     if not (spec.engines or spec.source):  # nothing to cross-check
         return None
     model_dir = path.parent
@@ -221,7 +220,7 @@ def _cross_check(
             view = view.model_copy(update={"runtime": RuntimeSpec()})
         prefix: KeyPath = () if spec.engines is None else ("engines", name)
         mine = frozenset(k[len(prefix) :] for k in invalid if k[: len(prefix)] == prefix)
-        done = _engine(view, model_dir, section, problems, mine)
+        done = _engine(view, model_dir, section, checks, problems, mine)
         if done is not None:
             engines.append(EngineSource(name, *done))
     problems.extend(check_engine_batching(spec, doc))
@@ -232,11 +231,15 @@ def _cross_check(
     completed = with_engines(spec, {e.name: e.spec for e in engines})
     views = engine_views(completed)
     signatures = {name: model_info(view) for name, view in views.items()}
-    settings, found = check_pipeline(completed, signatures, assets, doc)
+    settings, found = check_pipeline(completed, signatures, assets, doc, checks.pipeline_kind)
     problems.extend(found)
     if found:
         return None
-    record = None if settings is None else pipeline_record(completed, settings, signatures)
+    record = (
+        None
+        if settings is None
+        else pipeline_record(completed, settings, signatures, checks.pipeline_kind)
+    )
     final = tuple(EngineSource(e.name, views[e.name], e.source_path) for e in engines)
     return LoadedSpec(completed, path, model_dir, final, doc.positions, assets, record)
 
@@ -245,6 +248,7 @@ def _engine(
     view: ModelSpec,
     model_dir: Path,
     doc: YamlDocument,
+    checks: SpecChecks,
     problems: list[SpecProblem],
     invalid: frozenset[KeyPath],
 ) -> tuple[ModelSpec, Path] | None:
@@ -260,6 +264,6 @@ def _engine(
     except SourceError as exc:
         problems.append(doc.problem(source_key, exc.message))
         return None
-    completed, found = complete_spec(view, graph, doc, invalid)
+    completed, found = complete_spec(view, graph, doc, checks, invalid)
     problems.extend(found)
     return None if found else (completed, source_path)

@@ -1,22 +1,23 @@
-"""``pipeline:`` at spec load: the kind's protocol (host side), its settings validated by
-the kind's own typed model, its cross-checks against the completed engines and the assets,
-and the record of the pipeline model (kind, settings, signature) the build writes into the
-manifest. The registry of kinds is :data:`mmaas.core.pipelines.PIPELINES`.
+"""``pipeline:`` at spec load: the protocol of a kind's spec part (:class:`PipelineKind`),
+its settings validated by the kind's own typed model, its cross-checks against the
+completed engines and the assets, and the record of the pipeline model (kind, settings,
+signature) the build writes into the manifest. The spec imports no kind: the caller
+injects the lookup of a kind's spec part (:meth:`mmaas.spec.hooks.SpecChecks.pipeline_kind`,
+over the registry :data:`mmaas.core.pipelines.PIPELINES`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ValidationError
 
 from mmaas.core.errors import SpecProblem
 from mmaas.core.manifest import ModelInfo, TensorInfo
 from mmaas.core.model_manifest import PipelineRecord
-from mmaas.core.pipelines import load_part
 from mmaas.spec.errors import problem_from_error
 from mmaas.spec.model import ModelSpec
 from mmaas.spec.yamlio import KeyPath, YamlDocument
@@ -58,20 +59,17 @@ class PipelineKind(Protocol):
         ...
 
 
-def get_pipeline_kind(kind: str) -> PipelineKind:
-    """The spec part of ``kind``. Raises UsageError for an unknown kind."""
-    return cast(PipelineKind, load_part(kind, "spec"))
-
-
 def check_pipeline(
     spec: ModelSpec,
     engines: Mapping[str, ModelInfo],
     assets: Mapping[str, Path],
     doc: YamlDocument,
+    kind_of: Callable[[str], PipelineKind],
 ) -> tuple[BaseModel | None, list[SpecProblem]]:
     """Validate ``spec.pipeline`` (when there is one): ``serve_engines`` names engines, the
-    settings are the kind's, and the kind's cross-checks pass. Returns the typed settings
-    (None when invalid or absent) and every problem, located in ``doc``."""
+    settings are the kind's, and the kind's cross-checks pass (``kind_of(name)``: the spec
+    part of kind ``name``). Returns the typed settings (None when invalid or absent) and
+    every problem, located in ``doc``."""
     pipeline = spec.pipeline
     if pipeline is None:
         return None, []
@@ -83,7 +81,7 @@ def check_pipeline(
         for index, name in enumerate(pipeline.serve_engines or [])
         if name not in engines
     ]
-    kind = get_pipeline_kind(pipeline.kind)
+    kind = kind_of(pipeline.kind)
     try:
         settings = kind.settings.model_validate(pipeline.settings)
     except ValidationError as exc:
@@ -98,14 +96,17 @@ def check_pipeline(
 
 
 def pipeline_record(
-    spec: ModelSpec, settings: BaseModel, engines: Mapping[str, ModelInfo]
+    spec: ModelSpec,
+    settings: BaseModel,
+    engines: Mapping[str, ModelInfo],
+    kind_of: Callable[[str], PipelineKind],
 ) -> PipelineRecord:
     """The manifest's record of the pipeline model of a checked ``spec``: kind, settings
-    (JSON), its signature named ``spec.name`` at ``spec.version``, the engines served
-    beside it."""
+    (JSON), its signature (from ``kind_of(kind)``, the kind's spec part) named
+    ``spec.name`` at ``spec.version``, the engines served beside it."""
     assert spec.pipeline is not None
     kind = spec.pipeline.kind
-    signature = get_pipeline_kind(kind).signature(settings, engines)
+    signature = kind_of(kind).signature(settings, engines)
     precisions = {info.precision for info in engines.values()}
     model = ModelInfo(
         name=spec.name,

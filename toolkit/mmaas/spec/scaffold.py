@@ -23,6 +23,7 @@ from mmaas.core.errors import SpecError, UsageError
 from mmaas.core.files import atomic_write_text
 from mmaas.core.hashing import file_digests
 from mmaas.spec.graph_limits import axis_minimums
+from mmaas.spec.hooks import SpecChecks
 from mmaas.spec.load import SPEC_FILE, LoadedSpec, parse_spec
 from mmaas.spec.model import NAME_PATTERN
 from mmaas.spec.onnx_graph import GraphSignature, GraphTensor, read_signature
@@ -167,12 +168,14 @@ def init_model_folder(
     folder: Path,
     onnx_path: Path,
     *,
+    checks: SpecChecks,
     name: str | None = None,
     max_batch_size: int | None = None,
     force: bool = False,
 ) -> LoadedSpec:
     """Write ``folder/model.yaml`` for ``onnx_path`` (``mmaas init``), after checking it
-    loads; the ONNX file is referenced by a path relative to ``folder``, never copied.
+    loads with ``checks`` (:func:`mmaas.build.spec_checks.host_checks`); the ONNX file is
+    referenced by a path relative to ``folder``, never copied.
 
     Raises:
         UsageError: model.yaml exists and ``force`` is not set, or ``name`` (default: the
@@ -195,7 +198,7 @@ def init_model_folder(
     created = not folder.exists()
     folder.mkdir(parents=True, exist_ok=True)  # source.path is resolved from the folder
     try:
-        loaded = parse_spec(text, target)
+        loaded = parse_spec(text, target, checks=checks)
     except SpecError:
         if created:
             folder.rmdir()

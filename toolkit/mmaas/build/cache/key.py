@@ -27,8 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from mmaas.backends import get_target
+from mmaas.backends.targets import ContextFile
 from mmaas.build import docker as docker_engine
-from mmaas.build.plan import ContextFile, ContextWheel
+from mmaas.build.plan import ContextWheel
 from mmaas.build.requests import engine_request
 from mmaas.build.wheel import package_files
 from mmaas.core.errors import DockerError

@@ -16,15 +16,8 @@ import tempfile
 from pathlib import Path
 
 from mmaas.build import docker as docker_engine
-from mmaas.build.registry import (
-    Credentials,
-    PushResult,
-    RegistryTarget,
-    check_registry_call,
-    logged_in,
-    push_image,
-    retried,
-)
+from mmaas.build.registry import PushResult, RegistryTarget, push_image
+from mmaas.build.registry_calls import Credentials, check_registry_call, logged_in, retried
 from mmaas.core.errors import RegistryError
 from mmaas.core.files import link_or_copy
 from mmaas.core.manifest import read_manifest

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from mmaas.build.cache.local import EngineCache
 from mmaas.build.cache.registry import cache_reference, pull_entry, push_entry
-from mmaas.build.registry import RegistryTarget, credentials_from_env
+from mmaas.build.registry import RegistryTarget
+from mmaas.build.registry_calls import credentials_from_env
 from mmaas.core.errors import DockerError, IntegrityError, RegistryError
 
 Say = Callable[[str], None]
