@@ -17,7 +17,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from .conftest import RunningServer
+from ..conftest import RunningServer
 
 ROOT = Path(__file__).resolve().parents[2]
 PERF_ANALYZER = Path(sys.executable).parent / "perf_analyzer"

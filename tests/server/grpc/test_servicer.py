@@ -17,7 +17,7 @@ import tritonclient.grpc as triton
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
-from .conftest import RunningServer
+from ..conftest import RunningServer
 
 
 def infer_input(name: str, array: np.ndarray, datatype: str) -> triton.InferInput:

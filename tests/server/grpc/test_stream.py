@@ -17,7 +17,7 @@ import tritonclient.grpc as triton
 import tritonclient.utils.shared_memory as triton_shm
 from tritonclient.utils import InferenceServerException
 
-from .conftest import RunningServer
+from ..conftest import RunningServer
 from .test_servicer import infer_input, reference
 
 OUT = "save_infer_model/scale_0.tmp_1"

@@ -25,7 +25,7 @@ from mmaas.server.repository import ConfigFacts, Repository, ServedModel
 from mmaas.server.settings import Settings
 from mmaas.server.streaming import Response
 
-from .conftest import free_port
+from ..conftest import free_port
 
 Arrays = dict[str, np.ndarray]
 

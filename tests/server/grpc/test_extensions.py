@@ -19,7 +19,7 @@ import tritonclient.grpc as triton
 from grpc_reflection.v1alpha import reflection_pb2
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
-from .conftest import RunningServer
+from ..conftest import RunningServer
 from .test_servicer import expect_error, infer_input
 
 GRPCURL = Path(sys.executable).parent / "grpcurl"
