@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Pack what scripts/gpu_run.sh needs on a GPU host that has Python 3.12 and no package index
-# (the H200 host of issue 11): the mmaas wheel made from this checkout, the wheels of its
+# (no network): the mmaas wheel made from this checkout, the wheels of its
 # runtime and CLI dependencies for cp312 manylinux, pytest, the repository's scripts, tests
 # and pyproject.toml, and the two example models (ppocr-det and the qwen-vl vision export
 # as exported, plus a copy whose graph CUDA graphs can capture: QWEN_FIXED, see below).

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # onnxruntime-gpu for a GPU host without a package index whose file transfers are capped
-# (the H200 device of issue 11: 64 MiB per call). Here, once: downloads the pinned
+# (a GPU host reached in pieces of at most 64 MiB per call). Here, once: downloads the pinned
 # onnxruntime-gpu wheel (templates/image-constraints.txt; cp312 manylinux_2_28, 256 MB),
 # unpacks it, packs the tree as tar.xz (195 MiB: one part fewer than the wheel needs) and
 # splits it into 58 MiB parts, one per folder (PARTS/p0, p1, ...: one folder per call);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU run of issue 11, repeatable on any host with an NVIDIA GPU (measured on an H200):
+# The GPU run, repeatable on any host with an NVIDIA GPU (measured on an H200):
 #   1. GPU variants of ppocr-det and qwen-vl (scripts/gpu_models.py): fp32 with CUDA graphs,
 #      and fp16 with the accuracy gate;
 #   2. the gpu-marked tests (tests/backends/onnxruntime/runtime/test_gpu.py) against the real GPU;

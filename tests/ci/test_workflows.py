@@ -111,7 +111,7 @@ def test_run_steps_take_no_expressions_into_the_shell() -> None:
 
 
 def test_models_workflow_starts_on_every_push_without_paths_filters() -> None:
-    """Issue 13 item 7: GitHub evaluates `paths` filters on the first 300 changed files
+    """GitHub evaluates `paths` filters on the first 300 changed files
     only, so a filtered workflow never starts for a large push that also changes a model;
     change detection (`mmaas ci changed`) decides instead."""
     on = triggers(load(WORKFLOWS / "models.yml"))
@@ -164,7 +164,7 @@ def test_models_build_job_verifies_pushes_on_main_and_keeps_timing_caches() -> N
 
 
 def test_models_build_job_signs_default_branch_pushes_with_the_repository_secret() -> None:
-    """Issue 15 item 3: the key comes from secrets.MMAAS_SIGNING_KEY, only on pushes to the
+    """The signing key comes from secrets.MMAAS_SIGNING_KEY, only on pushes to the
     default branch, through the environment (`--sign env:NAME`, never a file); the verify
     step checks the signature with the public key variable."""
     steps = {

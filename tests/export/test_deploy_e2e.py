@@ -98,7 +98,7 @@ def test_signed_image_verifies_with_its_key_only(signed, keys) -> None:
     assert ok.returncode == 0, ok.stderr
     report = json.loads(ok.stdout)
     assert report["trusted_key"] == report["signed_by"]
-    # the provenance record (issue 15 item 4), inside the signed manifest
+    # the provenance record, inside the signed manifest
     provenance = report["provenance"]
     folder, _ = signed
     onnx = next(folder.glob("*.onnx"))
