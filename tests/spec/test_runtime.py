@@ -12,6 +12,7 @@ import pytest
 from pydantic import BaseModel
 from scripts import gen_schema as generator
 
+from mmaas.build.spec_checks import host_checks
 from mmaas.core import runtime_settings as table
 from mmaas.core.errors import SpecError, SpecProblem, UsageError
 from mmaas.core.runtime_settings import Setting
@@ -35,7 +36,9 @@ def runtime_problem(tmp_path: Path, setting: Setting[Any], value: Any) -> SpecPr
     for part in reversed(setting.key):
         nested = {part: nested}
     with pytest.raises(SpecError) as caught:
-        parse_spec(HEAD + f"runtime: {json.dumps(nested)}\n", tmp_path / "model.yaml")
+        parse_spec(
+            HEAD + f"runtime: {json.dumps(nested)}\n", tmp_path / "model.yaml", checks=host_checks()
+        )
     found = [p for p in caught.value.problems if p.key_path == setting.yaml_key]
     assert len(found) == 1, caught.value.problems
     return found[0]
@@ -72,7 +75,7 @@ def test_instance_count_100_is_refused_as_the_server_refuses_it(tmp_path: Path) 
     path = tmp_path / "model.yaml"
     text = HEAD + "runtime:\n  instance_count: 100\n  shutdown_grace_seconds: 99999\n"
     with pytest.raises(SpecError) as caught:
-        parse_spec(text, path)
+        parse_spec(text, path, checks=host_checks())
     lines = [str(problem) for problem in caught.value.problems]
     assert (
         f"{path}:5:19: runtime.instance_count: 100 is out of range; write a whole number "
