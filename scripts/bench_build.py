@@ -1,34 +1,40 @@
-"""Build benchmark (issues 7, 13 item 9): what a rebuild costs compared with a cold build
-and with a new model's build, in one run.
+"""Build benchmark: what a rebuild costs compared with a cold build and with a new model's
+build, and the wall time of the real ``mmaas --help`` and of a no-op rebuild, in one run.
 
 Cases, in order, for one model (default ppocr-det), each timed end to end (``mmaas build``:
 key, cache lookup, Docker builds, copy-out verification, labels):
 
 1. ``cold``: nothing cached for this run (engine compiled, framework layer built);
-2. ``unchanged``: the same build again: the image is current, no Docker build runs
-   (issue 13 item 9); median of ``REPEATS`` runs, alternating with case 3;
-3. ``unchanged_rebuild``: the same build with ``--rebuild`` (``reuse_image=False``): the
-   behaviour before item 9, both Docker builds (package, labels) run, every step cached;
+2. ``unchanged``: the same build again: the image is current, no Docker build runs;
+   median of ``REPEATS`` runs, alternating with case 3;
+3. ``unchanged_rebuild``: the same build with ``--rebuild`` (``reuse_image=False``): both
+   Docker builds (package, labels) run, every step cached;
 4. ``new_model``: a copy of the model under another name and repository, with an engine
    setting no other case uses and an empty engine cache: its engine is compiled, the
-   framework layer is cached (item 9's yardstick: ``unchanged`` should cost at most 5% of
-   it);
+   framework layer is cached (the yardstick of image reuse: ``unchanged`` should cost at
+   most 5% of it);
 5. ``non_engine_change``: README edited and runtime settings changed;
 6. ``engine_change``: ``build.onnxruntime.graph_optimization_level`` changed (recompile);
 7. ``fresh_docker_registry_cache``: a fresh Docker state with a warm registry cache: the
    run's images removed, an empty local engine cache, and no build-cache record that
    matches; the engine comes from the registry.
 
+Wall times of the real command (``wall_times`` in the JSON, scripts/bench_cli.py), each the
+median of several runs of the console script in a subprocess: ``mmaas_help_s`` (``mmaas
+--help``; goal: under 0.3 s on a quiet machine) beside ``python_floor_s`` (``python -c
+pass``), and ``noop_rebuild_s``: ``mmaas build --json`` after case 2, the image current
+(case 2 plus the interpreter's start and the build verb's imports).
+
 Isolation on a shared Docker engine: the run's images are named ``mmaas-bench/<model>``
 and removed at the end. Every build passes a CA bundle made for the run (the host's bundle
 plus a comment naming the run): it is copied in the framework stage, so that stage and
-every step after it get build-cache keys no other build has, and case 5 uses a second
-bundle, so it matches none of cases 1-4 either: a fresh Docker state. The bundle is not an
+every step after it get build-cache keys no other build has, and case 7 uses a second
+bundle, so it matches none of cases 1-6 either: a fresh Docker state. The bundle is not an
 engine input, so the engine key stays the same. ``docker builder prune`` is NOT run:
 BuildKit cannot tell which cache records this run made (they carry no owner, and other
 engineers build at the same time), so a prune by filter could delete their cache; BuildKit's
 garbage collection reclaims the run's records. The pip download cache (a BuildKit cache
-mount shared by all builds) stays warm: the framework layer is built in cases 1 and 5,
+mount shared by all builds) stays warm: the framework layer is built in cases 1 and 7,
 but its wheels are not downloaded again.
 
 The registry is a local ``docker-registry`` on loopback (``tests/registry_fixtures``)
@@ -37,8 +43,8 @@ build and the image's size per layer group (base, runtime framework, engine + ma
 mmaas code; bytes as Docker counts them, and gzip-compressed as a registry stores them),
 and writes the whole result as JSON under ``benchmarks/results/``.
 
-Each peer runs at its best: ``unchanged_rebuild`` is the old code path with the engine-cache
-hit and every BuildKit step cached (the cheapest it ever was), not a cold one.
+Each peer runs at its best: ``unchanged_rebuild`` (every Docker build run again) has the
+engine-cache hit and every BuildKit step cached (the cheapest it can be), not a cold one.
 
 Usage: ``python scripts/bench_build.py [--model models/ppocr-det] [--registry HOST:PORT/NS]
 [--base mmaas/base:bookworm] [--out FILE]``
@@ -56,19 +62,18 @@ import re
 import secrets
 import shutil
 import sys
-import tarfile
 import tempfile
 import time
-import zlib
-from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from bench_cli import help_times, noop_rebuild_times, print_wall_times  # this folder
+from bench_docker import layer_sizes, registry_for, remove_images
 from mmaas.build import docker as docker_engine
 from mmaas.build.cache.reuse import CacheOptions
 from mmaas.build.pipeline import build_image
-from mmaas.build.registry import RegistryTarget, parse_registry
+from mmaas.build.registry import RegistryTarget
 from mmaas.core import proc
 from mmaas.core.errors import ProcessError
 from mmaas.core.files import atomic_write_text
@@ -78,14 +83,6 @@ NAMESPACE = "mmaas-bench"
 REPEATS = 3  # runs of each unchanged case (their median is reported)
 SYSTEM_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 SNAPSHOT_ENV = "MMAAS_BENCH_CODE_COMMIT"  # set in the run on the code snapshot
-LAYER_GROUPS = (
-    (
-        "framework",
-        ("requirements-runtime.txt", "image-constraints.txt", "ENV PATH=", "ca-bundle.pem"),
-    ),
-    ("engine + manifest", ("/opt/mmaas/engine", "manifest.json")),
-    ("mmaas code", ("COPY wheels/", "mmaas-0.1.0-py3-none-any.whl")),
-)
 
 
 def main() -> None:
@@ -148,6 +145,8 @@ def bench(
         "# build:", "build: {onnxruntime: {graph_optimization_level: extended}}\n# build:", 1
     )
     cases: dict[str, Any] = {}
+    load_at_start = os.getloadavg()
+    wall = help_times()
     try:
         bundle = run_bundle(scratch, run, "1")
         write_spec(folder, spec, repository, base)
@@ -159,6 +158,7 @@ def bench(
             rebuild = CacheOptions(root=cache.root, registry=registry, reuse_image=False)
             runs["unchanged_rebuild"].append(timed_build(folder, rebuild, bundle))
         cases.update({name: median_case(found) for name, found in runs.items()})
+        wall.update(noop_rebuild_times(folder, cache, bundle))
         cases["new_model"] = new_model_build(model, scratch, base, bundle)
         (folder / "README.md").write_text("An edited README: not an engine input.\n")
         write_spec(folder, spec + "runtime: {instance_count: 2}\n", repository, base)
@@ -185,8 +185,9 @@ def bench(
         "run": run,
         "base_image": base,
         "code_commit": os.environ.get(SNAPSHOT_ENV),
-        "machine": machine(),
+        "machine": {**machine(), "load_avg_at_start": load_at_start},
         "cases": cases,
+        "wall_times": wall,
         "image_layers": sizes,
         "registry": registry.address,
     }
@@ -264,106 +265,6 @@ def tag_of(folder: Path) -> str:
     return found.group(1) if found else "latest"
 
 
-def layer_sizes(image: str, base: str) -> dict[str, dict[str, int]]:
-    """Bytes per layer group of ``image``: each layer's tar as ``docker save`` writes it
-    (``bytes``) and gzip-compressed at level 6 as a registry stores it (``gzip_bytes``).
-    Layers map to their instructions through the image config's history (``empty_layer``
-    entries have no tar); the first entries, as many as ``base``'s history has, are the
-    base."""
-    base_entries = len(saved_history(base)[0])
-    history, layers = saved_history(image)
-    groups: dict[str, dict[str, int]] = {}
-    tars = iter(layers)
-    for index, entry in enumerate(history):
-        if entry.get("empty_layer"):
-            continue
-        created_by = entry.get("created_by", "")
-        group = (
-            "base"
-            if index < base_entries
-            else next(
-                (name for name, marks in LAYER_GROUPS if any(m in created_by for m in marks)),
-                "other",
-            )
-        )
-        size, packed = next(tars)
-        totals = groups.setdefault(group, {"bytes": 0, "gzip_bytes": 0})
-        totals["bytes"] += size
-        totals["gzip_bytes"] += packed
-    return groups
-
-
-def saved_history(image: str) -> tuple[list[dict[str, Any]], list[tuple[int, int]]]:
-    """``docker save`` of ``image``: its config history, and (bytes, gzip bytes) of each
-    layer tar in order."""
-    with tempfile.TemporaryDirectory(prefix="mmaas-bench-save-") as scratch:
-        archive = Path(scratch) / "image.tar"
-        proc.run(
-            docker_engine.client().argv("save", "--output", str(archive), image), what="docker save"
-        )
-        with tarfile.open(archive) as tar:
-            manifest = json.load(_member(tar, "manifest.json"))[0]
-            config = json.load(_member(tar, manifest["Config"]))
-            layers = [
-                (tar.getmember(name).size, _gzip_size(_member(tar, name)))
-                for name in manifest["Layers"]
-            ]
-    return config.get("history", []), layers
-
-
-def _member(tar: tarfile.TarFile, name: str) -> Any:
-    stream = tar.extractfile(name)
-    if stream is None:
-        raise ValueError(f"docker save archive has no file {name}")
-    return stream
-
-
-def _gzip_size(stream: Any) -> int:
-    packer, size = zlib.compressobj(6, zlib.DEFLATED, 31), 0
-    while chunk := stream.read(1 << 20):
-        size += len(packer.compress(chunk))
-    return size + len(packer.flush())
-
-
-def remove_images(repository: str) -> None:
-    """Remove every local image of ``repository`` (all its tags)."""
-    found = proc.run(
-        docker_engine.client().argv(
-            "image", "ls", "--quiet", "--filter", f"reference={repository}"
-        ),
-        check=False,
-    )
-    ids = sorted(set(found.stdout.split()))
-    if ids:
-        proc.run(docker_engine.client().argv("image", "rm", "--force", *ids), check=False)
-
-
-@contextlib.contextmanager
-def registry_for(address: str | None, scratch: Path) -> Iterator[RegistryTarget]:
-    """The given registry, or a local docker-registry with htpasswd auth on loopback whose
-    credentials go into ``MMAAS_REGISTRY_USER``/``_PASSWORD`` (stopped by PID at the end)."""
-    if address:
-        yield parse_registry(address)
-        return
-    sys.path.insert(0, str(ROOT / "tests"))
-    from registry_fixtures import LocalRegistry, free_port
-
-    registry = LocalRegistry(
-        scratch / "registry", free_port(), "bench", secrets.token_urlsafe(12)
-    ).start()
-    saved = {k: os.environ.get(k) for k in ("MMAAS_REGISTRY_USER", "MMAAS_REGISTRY_PASSWORD")}
-    os.environ.update(MMAAS_REGISTRY_USER=registry.user, MMAAS_REGISTRY_PASSWORD=registry.password)
-    try:
-        yield RegistryTarget(registry.host, "bench")
-    finally:
-        registry.stop()
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-
-
 def machine() -> dict[str, Any]:
     """Where the numbers come from: CPU count, load average, Docker version."""
     return {
@@ -376,7 +277,8 @@ def machine() -> dict[str, Any]:
 
 
 def print_table(result: dict[str, Any]) -> None:
-    """The cases as ratios of the cold build and of a new model's, then the layer groups."""
+    """The cases as ratios of the cold build and of a new model's, the real command's wall
+    times, then the layer groups."""
     print(f"\n{result['model']}: build times (ratio of the cold build, of a new model's)")
     for name, case in result["cases"].items():
         steps = case["buildkit_steps"]
@@ -385,6 +287,7 @@ def print_table(result: dict[str, Any]) -> None:
             f"{case['ratio_of_new_model']:7.1%}  engine cache {case['engine_cache']:12s} "
             f"compiled={case['compiled']!s:5s} steps ran/cached {steps['ran']}/{steps['cached']}"
         )
+    print_wall_times(result["wall_times"], result["cases"]["unchanged"], result["machine"])
     print("\nimage size per layer group (MB as Docker counts; gzip MB as a registry stores)")
     for name, sizes in result["image_layers"].items():
         print(f"  {name:20s} {sizes['bytes'] / 1e6:8.1f} MB  {sizes['gzip_bytes'] / 1e6:8.1f} MB")

@@ -4,10 +4,12 @@ Exit codes: 0 success; 1 an expected failure (Docker, build, integrity...); 2 a 
 usage error; 3 a bug (the traceback goes to a log file, or to stderr with ``--debug``);
 130 interrupted. Logs and progress go to stderr, results to stdout.
 
-Verbs are registered in one literal table (:data:`VERBS`) and imported when named (Click's
-"lazily loading subcommands" pattern), so a verb pays only for its own imports: ``mmaas ci
-changed`` needs neither ONNX, Jinja2 nor gRPC, and runs where only the ``ci`` extra is
-installed.
+Verbs are registered in one literal table (:data:`VERBS`: each verb's one-line help) and
+imported when named (Click's "lazily loading subcommands" pattern), so a verb pays only for
+its own imports: ``mmaas --help`` lists the verbs from the table and imports none of them,
+``mmaas VERB --help`` imports that verb's module alone, and each verb module imports its
+library inside its command, so ``mmaas ci changed`` needs neither ONNX, Jinja2 nor gRPC and
+runs where only the ``ci`` extra is installed.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import sys
 import tempfile
 import traceback
 from dataclasses import asdict
+from gettext import gettext
 from pathlib import Path
 
 import click
@@ -27,14 +30,26 @@ from mmaas.core.errors import MmaasError, SpecError
 
 BUG_EXIT = 3
 INTERRUPTED_EXIT = 130
-# verb -> the module under mmaas.cli whose ``command`` it is
+# verb -> its one-line help in `mmaas --help` (the untruncated short help of its command,
+# which is ``command`` of the module mmaas.cli.<verb>; tests keep the two equal)
 VERBS = {
-    verb: f"mmaas.cli.{verb}"
-    for verb in (
-        "init", "validate", "render", "build", "serve", "verify", "push", "export", "bench",
-        "ci", "cache", "doctor", "convert",
-    )
-}  # fmt: skip
+    "init": "Write PATH/model.yaml for an ONNX model.",
+    "validate": "Validate MODEL (a model folder or its model.yaml) against its ONNX graph.",
+    "render": "Print MODEL's Dockerfile(s) (stdout) and its build commands (stderr).",
+    "build": "Build MODEL (a folder holding model.yaml, or the model.yaml itself) into an image.",
+    "serve": "Serve MODEL (folder or model.yaml) on this host until Ctrl-C or SIGTERM.",
+    "verify": "Verify TARGET: a model directory (manifest.json + engine) or a local image.",
+    "push": "Push MODEL's image as REGISTRY/NAME:VERSION and REGISTRY/NAME:blake3-<engine hash>.",
+    "export": "Export a built model to KServe, plain Kubernetes or a Triton model repository.",
+    "bench": "Load-test TARGET (host:port of a KServe v2 gRPC server: mmaas, Triton, MLServer).",
+    "ci": "Continuous integration: which models changed, job summaries, local runs under act.",
+    "cache": "Manage TensorRT timing caches, keyed by TensorRT version, compute capability, GPU.",
+    "doctor": "Check Docker, BuildKit and what each back end needs (ONNX Runtime; GPUs and "
+    "driver, the NVIDIA container runtime, TensorRT), and say which back ends can build "
+    "images here.",
+    "convert": "Convert a checkpoint into a model directory "
+    '(needs `pip install "mmaas[convert]"`).',
+}
 
 
 class VerbGroup(click.Group):
@@ -48,8 +63,20 @@ class VerbGroup(click.Group):
         """The verb's command, importing its module; None for an unknown verb."""
         if cmd_name not in VERBS:
             return None
-        command: click.Command = importlib.import_module(VERBS[cmd_name]).command
+        command: click.Command = importlib.import_module(f"mmaas.cli.{cmd_name}").command
         return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The "Commands" section of ``mmaas --help`` from :data:`VERBS`, importing no verb:
+        what Click writes from the imported commands, each help shortened to the width left
+        beside the longest verb name by Click's own rule (its first sentence, then ``...``)."""
+        limit = formatter.width - 6 - max(map(len, VERBS))
+        rows = [
+            (verb, click.Command(verb, help=VERBS[verb]).get_short_help_str(limit))
+            for verb in self.list_commands(ctx)
+        ]
+        with formatter.section(gettext("Commands")):
+            formatter.write_dl(rows)
 
 
 @click.group(

@@ -8,7 +8,6 @@ from dataclasses import asdict
 
 import click
 
-from mmaas.bench.load import BenchRequest, format_table, parse_shape, run
 from mmaas.cli.options import json_option
 from mmaas.core.errors import UsageError
 
@@ -68,6 +67,8 @@ def command(
     prints, per concurrency level, requests, errors, throughput (req/s) and the mean,
     p50, p90 and p99 latency in ms, as perf_analyzer does.
     """
+    from mmaas.bench.load import BenchRequest, format_table, parse_shape, run
+
     try:
         levels = tuple(int(part) for part in concurrency.split(","))
     except ValueError:

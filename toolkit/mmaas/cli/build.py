@@ -11,18 +11,15 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from mmaas.build import docker as docker_engine
-from mmaas.build.cache.reuse import CacheOptions
-from mmaas.build.pipeline import build_image
-from mmaas.build.registry import parse_registry, push_image
-from mmaas.build.registry_calls import credentials_from_env
-from mmaas.build.signing import load_signing_key
 from mmaas.cli.options import ca_bundle_option, json_option
-from mmaas.cli.progress import BuildConsole, Mode, make_console, summary_table
 from mmaas.core.errors import DockerError, UsageError
+
+if TYPE_CHECKING:
+    from mmaas.cli.progress import Mode
 
 LOG_NAME = Path(".mmaas") / "build.log"
 
@@ -108,6 +105,13 @@ def command(
     Progress goes to stderr (raw BuildKit lines only with --verbose, always in the log);
     stdout gets a summary table, or the JSON with --json.
     """
+    from mmaas.build.cache.reuse import CacheOptions
+    from mmaas.build.pipeline import build_image
+    from mmaas.build.registry import parse_registry, push_image
+    from mmaas.build.registry_calls import credentials_from_env
+    from mmaas.build.signing import load_signing_key
+    from mmaas.cli.progress import BuildConsole, make_console, summary_table
+
     if verbose and quiet:
         raise UsageError("--verbose and --quiet exclude each other", hint="pass one of them")
     registry = parse_registry(engine_cache_registry) if engine_cache_registry else None
@@ -184,6 +188,8 @@ def command(
 
 
 def _size(image: str) -> int | None:
+    from mmaas.build import docker as docker_engine
+
     try:
         return int(docker_engine.inspect_image(image)["Size"])
     except (DockerError, KeyError, ValueError):

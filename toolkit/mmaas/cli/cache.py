@@ -13,16 +13,18 @@ import tarfile
 import zlib
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from mmaas.backends.tensorrt.builder.timing_cache import (
-    CacheEntry,
-    CacheKey,
-    TimingCacheStore,
-    checked_import,
-)
 from mmaas.core.errors import IntegrityError, UsageError
+
+if TYPE_CHECKING:
+    from mmaas.backends.tensorrt.builder.timing_cache import (
+        CacheEntry,
+        CacheKey,
+        TimingCacheStore,
+    )
 
 
 @click.group("cache")
@@ -36,6 +38,8 @@ from mmaas.core.errors import IntegrityError, UsageError
 @click.pass_context
 def command(ctx: click.Context, cache_dir: Path | None) -> None:
     """Manage TensorRT timing caches, keyed by TensorRT version, compute capability, GPU."""
+    from mmaas.backends.tensorrt.builder.timing_cache import TimingCacheStore
+
     ctx.ensure_object(dict)["store"] = TimingCacheStore(cache_dir)
 
 
@@ -77,6 +81,8 @@ def import_caches(obj: dict, archive: Path) -> None:
     All or nothing: every pair is checked first (its record, size and sha256); an archive
     with a bad entry imports nothing and exits 1, naming each bad entry.
     """
+    from mmaas.backends.tensorrt.builder.timing_cache import checked_import
+
     store: TimingCacheStore = obj["store"]
     checked: list[tuple[CacheKey, bytes]] = []
     bad: list[str] = []

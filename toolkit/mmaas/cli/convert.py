@@ -10,8 +10,7 @@ from pathlib import Path
 
 import click
 
-from mmaas.core.pipelines import load_part
-from mmaas.pipelines.qwen2_vl.export.spec_file import Profile
+from mmaas.pipelines.qwen2_vl.export.spec_file import Profile  # dataclasses only
 
 
 def _say(line: str) -> None:
@@ -73,6 +72,7 @@ def qwen2_vl(
     """Write OUT_DIR: the checkpoint, the vision and language engines' ONNX graphs (each
     checked against transformers), embed_tokens.npy, tokenizer.json, runtime.json and
     model.yaml; then `mmaas build OUT_DIR`."""
+    from mmaas.core.pipelines import load_part
     from mmaas.pipelines.qwen2_vl.convert.converter import ConvertOptions
 
     if skip_validation and full_validation:

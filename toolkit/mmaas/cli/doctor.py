@@ -10,8 +10,6 @@ import json
 
 import click
 
-from mmaas.build.doctor import diagnose, render_text
-
 NOTHING_USABLE_EXIT = 1
 
 
@@ -22,6 +20,8 @@ def command(ctx: click.Context, as_json: bool) -> None:
     """Check Docker, BuildKit and what each back end needs (ONNX Runtime; GPUs and driver,
     the NVIDIA container runtime, TensorRT), and say which back ends can build images here.
     Exits 1 when none can."""
+    from mmaas.build.doctor import diagnose, render_text
+
     report = diagnose()
     click.echo(
         json.dumps(report.to_dict(), indent=2) if as_json else render_text(report), nl=as_json

@@ -6,10 +6,6 @@ from pathlib import Path
 
 import click
 
-from mmaas.export.manifests import export_kubernetes
-from mmaas.export.source import Say
-from mmaas.export.triton import export_triton
-
 IMAGE_HELP = (
     "The pushed image to deploy, pinned by digest (REGISTRY/NAME@sha256:<hex>, as `mmaas "
     "push` prints it; pull it first, e.g. `mmaas verify REF --pull`). Default: the image "
@@ -80,7 +76,8 @@ def kserve(
     The image is verified first (manifest, engine hashes, labels); the objects pin its
     engine (MMAAS_EXPECTED_ENGINE) and name every port the server listens on.
     """
-    say: Say = _say
+    from mmaas.export.manifests import export_kubernetes
+
     done = export_kubernetes(
         model,
         out_dir,
@@ -89,7 +86,7 @@ def kserve(
         mode="serverless" if mode == "serverless" else "raw",
         protocol="v2" if protocol == "v2" else "grpc-v2",
         trusted_key=trusted_key,
-        say=say,
+        say=_say,
     )
     for name in done.files:
         click.echo(str(done.out_dir / name))
@@ -117,5 +114,7 @@ def kserve(
 )
 def triton(model: Path, repository: Path, image: str | None, triton_version: int) -> None:
     """Write MODEL's verified engine and config.pbtxt into a Triton model repository."""
+    from mmaas.export.triton import export_triton
+
     done = export_triton(model, repository, image=image, version=triton_version, say=_say)
     click.echo(str(done.model_dir / "config.pbtxt"))

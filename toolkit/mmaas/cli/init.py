@@ -6,9 +6,6 @@ from pathlib import Path
 
 import click
 
-from mmaas.build.spec_checks import host_checks
-from mmaas.spec.scaffold import init_model_folder
-
 
 @click.command("init")
 @click.argument("path", type=click.Path(file_okay=False, path_type=Path))
@@ -38,6 +35,9 @@ def command(
     with a dynamic axis. Profile sizes other than the batch are guesses: adjust them, then
     run `mmaas validate PATH`.
     """
+    from mmaas.build.spec_checks import host_checks
+    from mmaas.spec.scaffold import init_model_folder
+
     loaded = init_model_folder(
         path,
         onnx_path,

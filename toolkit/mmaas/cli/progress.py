@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Literal
+from typing import IO, TYPE_CHECKING, Literal
 
 from rich.console import Console, RenderableType
 from rich.live import Live
@@ -30,8 +30,10 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
-from mmaas.build.pipeline import BuildResult
 from mmaas.core import proc
+
+if TYPE_CHECKING:
+    from mmaas.build.pipeline import BuildResult
 
 Mode = Literal["normal", "verbose", "quiet"]
 STEP = re.compile(r"^#\d+ \[([^\]]+)\] (.+)$")  # BuildKit --progress plain step header

@@ -7,11 +7,7 @@ from pathlib import Path
 
 import click
 
-from mmaas.build.registry import parse_registry, push_image
-from mmaas.build.registry_calls import credentials_from_env
-from mmaas.build.spec_checks import host_checks
 from mmaas.cli.options import json_option
-from mmaas.spec.load import load_spec
 
 
 @click.command("push")
@@ -43,6 +39,11 @@ def command(model: Path, registry: str, image: str | None, attempts: int, as_jso
     MMAAS_REGISTRY_PASSWORD when set (used for this push only, never stored), else
     Docker's own `docker login`. Prints the pushed digest (repository@sha256:...).
     """
+    from mmaas.build.registry import parse_registry, push_image
+    from mmaas.build.registry_calls import credentials_from_env
+    from mmaas.build.spec_checks import host_checks
+    from mmaas.spec.load import load_spec
+
     spec = load_spec(model, checks=host_checks()).spec
     result = push_image(
         image or f"{spec.image_repository}:{spec.image_tag}",

@@ -27,20 +27,17 @@ import shutil
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from mmaas.backends import get_target
-from mmaas.backends.targets import ENGINE_CONTEXT, BuildCommand
-from mmaas.build import docker as docker_engine
-from mmaas.build.command import engine_commands
-from mmaas.build.context import plan_builds, stage_context
-from mmaas.build.plan import BuildPlan
-from mmaas.build.render import render_dockerfile
 from mmaas.cli.options import ca_bundle_option
 from mmaas.core.errors import UsageError
-from mmaas.core.model_manifest import ASSETS_DIR
-from mmaas.spec.load import LoadedSpec
+
+if TYPE_CHECKING:
+    from mmaas.backends.targets import BuildCommand
+    from mmaas.build.plan import BuildPlan
+    from mmaas.spec.load import LoadedSpec
 
 RENDER_DIR = Path(".mmaas") / "render"
 HOST_STEPS = (
@@ -71,6 +68,11 @@ def command(
     model: Path, buildkit: bool | None, context_dir: Path | None, ca_bundle: Path | None
 ) -> None:
     """Print MODEL's Dockerfile(s) (stdout) and its build commands (stderr)."""
+    from mmaas.build import docker as docker_engine
+    from mmaas.build.command import engine_commands
+    from mmaas.build.context import plan_builds
+    from mmaas.build.render import render_dockerfile
+
     if context_dir is not None and context_dir.exists():
         raise UsageError(
             f"--context {context_dir}: already exists",
@@ -123,6 +125,9 @@ def _steps(
 ) -> list[BuildCommand]:
     """Each engine's commands as its back end gives them (the engine directory copied to
     its folder of the package context), the package build once, last."""
+    from mmaas.backends import get_target
+    from mmaas.backends.targets import ENGINE_CONTEXT
+
     env = {"DOCKER_BUILDKIT": str(int(buildkit))}
     steps: list[BuildCommand] = []
     for engine in loaded.engines:
@@ -145,6 +150,8 @@ def _steps(
 def _docker_binary(buildkit: bool | None) -> str:
     """The client ``mmaas build`` would use; without asking Docker (``--buildkit`` or
     ``--no-buildkit`` given): ``$MMAAS_DOCKER``, else ``docker`` on PATH."""
+    from mmaas.build import docker as docker_engine
+
     if buildkit is None:
         return docker_engine.client().binary
     return os.environ.get("MMAAS_DOCKER") or shutil.which("docker") or "docker"
@@ -154,11 +161,16 @@ def _stage(plan: BuildPlan, context: Path) -> None:
     """Stage ``plan``'s context in the new directory ``context``, without the engine
     directories (the compiles write them; the printed commands copy them in): the assets
     are staged."""
+    from mmaas.build.context import stage_context
+
     context.mkdir(parents=True)
     files = tuple(f for f in plan.files if not _engine_path(f.target))
     stage_context(replace(plan, files=files), context)
 
 
 def _engine_path(target: str) -> bool:
+    from mmaas.backends.targets import ENGINE_CONTEXT
+    from mmaas.core.model_manifest import ASSETS_DIR
+
     parts = target.split("/")
     return parts[0] == ENGINE_CONTEXT and (len(parts) == 1 or parts[1] != ASSETS_DIR)

@@ -11,10 +11,6 @@ from pathlib import Path
 
 import click
 
-from mmaas.build.local import compile_local
-from mmaas.build.runtime_env import runtime_env
-from mmaas.core.runtime_settings import GRPC_PORT, HOST, HTTP_PORT, METRICS_PORT, MODEL_DIR
-
 LOCAL_HOST = "127.0.0.1"
 
 
@@ -49,6 +45,9 @@ def command(
     overridden by MMAAS_* variables in this environment, overridden by these options;
     but it binds 127.0.0.1, not the image's 0.0.0.0, unless --host or MMAAS_HOST is set.
     """
+    from mmaas.build.local import compile_local
+    from mmaas.build.runtime_env import runtime_env
+    from mmaas.core.runtime_settings import GRPC_PORT, HOST, HTTP_PORT, METRICS_PORT, MODEL_DIR
     from mmaas.server.app import serve
     from mmaas.server.settings import from_env
 

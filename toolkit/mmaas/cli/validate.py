@@ -5,17 +5,16 @@ from __future__ import annotations
 import json
 import shlex
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from mmaas.build.command import engine_commands
-from mmaas.build.spec_checks import host_checks
 from mmaas.cli.options import json_option
-from mmaas.core.manifest import TensorInfo
-from mmaas.spec.catalog import resolve_model
-from mmaas.spec.load import LoadedSpec, load_spec
-from mmaas.spec.model import InputSpec, OutputSpec
+
+if TYPE_CHECKING:
+    from mmaas.core.manifest import TensorInfo
+    from mmaas.spec.load import LoadedSpec
+    from mmaas.spec.model import InputSpec, OutputSpec
 
 
 @click.command("validate")
@@ -34,6 +33,11 @@ def command(model: str, as_json: bool) -> None:
     "pipeline": {"kind", "served_as", "inputs", "outputs"} | null} or {"ok": false,
     "problems": [...]}.
     """
+    from mmaas.build.command import engine_commands
+    from mmaas.build.spec_checks import host_checks
+    from mmaas.spec.catalog import resolve_model
+    from mmaas.spec.load import load_spec
+
     path = resolve_model(model)
     # a SpecError reaches the CLI's handler (JSON with --json)
     loaded = load_spec(path, checks=host_checks())
@@ -109,6 +113,8 @@ def summary(loaded: LoadedSpec, commands: Mapping[str, list[str] | None]) -> str
 
 
 def _tensor_line(role: str, tensor: InputSpec | OutputSpec) -> str:
+    from mmaas.spec.model import InputSpec
+
     line = f"  {role:<6} {tensor.name} {tensor.datatype} {tensor.shape}"
     if isinstance(tensor, InputSpec):
         for key in ("min", "opt", "max"):

@@ -9,14 +9,8 @@ from pathlib import Path
 
 import click
 
-from mmaas.build.pull import pull_image
-from mmaas.build.registry_calls import credentials_from_env
-from mmaas.build.verify import verify_image, verify_model
 from mmaas.cli.options import json_option
 from mmaas.core.errors import UsageError
-from mmaas.core.model_dir import describe
-from mmaas.core.model_manifest import engine_set_digest
-from mmaas.core.signing import trusted_keys
 
 
 @click.command("verify")
@@ -43,6 +37,13 @@ def command(target: str, keys: tuple[Path, ...], pull: bool, as_json: bool) -> N
     data file and asset, for an image that its io.mmaas.* identity and signature labels
     match, and with --key that a trusted key signed the manifest. Exit 1 on any mismatch.
     """
+    from mmaas.build.pull import pull_image
+    from mmaas.build.registry_calls import credentials_from_env
+    from mmaas.build.verify import verify_image, verify_model
+    from mmaas.core.model_dir import describe
+    from mmaas.core.model_manifest import engine_set_digest
+    from mmaas.core.signing import trusted_keys
+
     trusted = ",".join(str(key) for key in keys) or None
     if trusted:
         trusted_keys(trusted)  # a bad key file is a usage error, whatever TARGET holds
