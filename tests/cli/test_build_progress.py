@@ -1,4 +1,4 @@
-"""``mmaas build``'s console (issue 13 item 8) without Docker: phases and steps as plain
+"""``mmaas build``'s console without Docker: phases and steps as plain
 lines when the output is no terminal (CI), a spinner on a terminal, raw lines only with
 verbose and always in the log, quiet prints nothing, a failure names the log, the summary
 table. Real subprocesses feed the console through :func:`mmaas.core.proc.stream`; the

@@ -220,7 +220,7 @@ def changed_in_a_subprocess(repo: GitRepo, event: Path, outputs: Path):
 def test_a_push_of_300_plus_files_and_one_model_change_builds_that_model(
     repo: GitRepo, tmp_path: Path
 ) -> None:
-    """Issue 13 item 7: GitHub's `paths` filters see the first 300 changed files only; the
+    """GitHub's `paths` filters see the first 300 changed files only; the
     models workflow has none, and change detection counts every file of the push."""
     before = repo.head()
     for index in range(350):

@@ -155,7 +155,7 @@ def test_render_stages_contexts_the_commands_run_in(ppocr_models, tmp_path: Path
 
 
 def test_render_of_onnxruntime_prints_its_builds_with_real_paths(ppocr_models) -> None:
-    """Issue 13 item 5: no CONTEXT placeholder: without --context the contexts are staged
+    """No CONTEXT placeholder: without --context the contexts are staged
     in MODEL/.mmaas/render and every command names them."""
     model = ROOT / "models" / "ppocr-det"
     ctx = model / ".mmaas" / "render"
@@ -254,7 +254,7 @@ def test_build_without_gpu_fails_before_any_docker_work(ppocr_models, tmp_path: 
 def test_rendered_onnxruntime_commands_run_as_pasted(
     ppocr_models, tmp_path: Path, docker_cli: list[str], base_image: str
 ) -> None:
-    """Issue 13 item 5: every command render prints, pasted into a shell line by line,
+    """Every command render prints, pasted into a shell line by line,
     builds the image, whose model directory `mmaas verify` accepts (the engine labels are
     `mmaas build`'s own last step, which render says it cannot print)."""
     folder = tmp_path / "det"
@@ -285,7 +285,7 @@ def test_rendered_onnxruntime_commands_run_as_pasted(
 
 
 def test_render_and_validate_of_two_engines_cover_each_engine(ppocr_models, tmp_path: Path) -> None:
-    """Issue 10: each engine's compile build and engine copy, named by its engine, then the
+    """Each engine's compile build and engine copy, named by its engine, then the
     one package build (with the asset staged); validate lists both engines and the
     pipeline's signature."""
     model = write_ocr_model(tmp_path / "ocr", ppocr_models)

@@ -87,7 +87,7 @@ def _outside_address() -> str | None:
 def test_serve_binds_loopback_unless_told_and_the_image_keeps_all_addresses(
     tmp_path: Path,
 ) -> None:
-    """Issue 13 item 12b: `mmaas serve` without --host or MMAAS_HOST listens on 127.0.0.1
+    """`mmaas serve` without --host or MMAAS_HOST listens on 127.0.0.1
     only (a connection to another address of the host is refused); the image's server
     default stays 0.0.0.0 (no MMAAS_HOST in the image's environment)."""
     outside = _outside_address()

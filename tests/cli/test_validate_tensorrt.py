@@ -1,4 +1,4 @@
-"""``mmaas validate`` of TensorRT specs (issue 13 item 5), as real CLI subprocesses: it
+"""``mmaas validate`` of TensorRT specs, as real CLI subprocesses: it
 builds the trtexec argv for the pinned release, prints it, and reports what that release
 refuses with the file, line and key, before any image is built. TensorRT cannot run here:
 these are contract tests of the argv."""

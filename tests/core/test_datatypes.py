@@ -4,6 +4,8 @@ BF16 is ml_dtypes.bfloat16, and a value a cast would change is refused, never wr
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 
 import ml_dtypes
 import numpy as np
@@ -51,3 +53,19 @@ def test_values_that_fit_are_cast_and_widening_is_free() -> None:
     assert cast_checked(halves, np.dtype(np.float32), "x").tolist() == [1.5, -2.0]
     assert cast_checked(np.array([0.1]), BFLOAT16, "x").dtype == BFLOAT16  # rounding is fine
     assert cast_checked(np.array([np.inf]), np.dtype(np.float32), "x")[0] == np.inf
+
+
+def test_bf16_is_imported_only_when_used() -> None:
+    """ml_dtypes' import takes about 0.5 s: a process with no BF16 tensor never pays it."""
+    probe = (
+        "import sys, numpy as np\n"
+        "from mmaas.core import datatypes as d\n"
+        "assert d.from_numpy(np.float32) == 'FP32' and d.is_floating(np.float16)\n"
+        "d.cast_checked(np.arange(3), np.int32, 'x'); list(d.NUMPY_BY_DATATYPE)\n"
+        "import mmaas.server.app, mmaas.core.ort_io\n"
+        "assert 'ml_dtypes' not in sys.modules, 'imported before any BF16 use'\n"
+        "assert d.NUMPY_BY_DATATYPE['BF16'] == d.BFLOAT16 and d.from_numpy(d.BFLOAT16) == 'BF16'\n"
+        "assert 'ml_dtypes' in sys.modules\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]

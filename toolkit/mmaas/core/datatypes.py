@@ -3,22 +3,28 @@ the one checked cast between them.
 
 KServe v2 / Open Inference Protocol "Tensor Data Types": BOOL, UINT8..UINT64, INT8..INT64,
 FP16, FP32, FP64, BF16 and BYTES. BF16 is ``ml_dtypes.bfloat16`` (the numpy dtype ONNX and
-JAX use; 2 bytes, little-endian on the wire); BYTES maps to numpy ``object`` arrays of
-``bytes``. :func:`cast_checked` is the rule for every narrowing conversion (a request's
-INT64 into an engine's INT32 binding, JSON numbers into a tensor, sample values into an
-input): values the target cannot hold are refused, never wrapped or saturated.
+JAX use; 2 bytes, little-endian on the wire), imported on first use: its import takes about
+0.5 s, which a command or a server with no BF16 tensor never pays (:func:`bfloat16`,
+:func:`is_bfloat16`; ``BFLOAT16`` is resolved when first read). BYTES maps to numpy
+``object`` arrays of ``bytes``. :func:`cast_checked` is the rule for every narrowing
+conversion (a request's INT64 into an engine's INT32 binding, JSON numbers into a tensor,
+sample values into an input): values the target cannot hold are refused, never wrapped or
+saturated.
 """
 
 from __future__ import annotations
 
-import ml_dtypes
+from collections.abc import Iterator, Mapping
+from functools import cache
+from typing import Any
+
 import numpy as np
 
 from mmaas.core.errors import InputError, UsageError
 
-BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
-# KServe v2 datatype -> numpy dtype (element size = dtype.itemsize; BYTES is variable).
-NUMPY_BY_DATATYPE: dict[str, np.dtype] = {
+BF16_NAME = "bfloat16"  # numpy's name of ml_dtypes.bfloat16
+# KServe v2 datatype -> numpy dtype; BF16 None here (imported on first use: bfloat16())
+_DTYPES: dict[str, np.dtype | None] = {
     "BOOL": np.dtype(np.bool_),
     "UINT8": np.dtype(np.uint8),
     "UINT16": np.dtype(np.uint16),
@@ -31,11 +37,50 @@ NUMPY_BY_DATATYPE: dict[str, np.dtype] = {
     "FP16": np.dtype(np.float16),
     "FP32": np.dtype(np.float32),
     "FP64": np.dtype(np.float64),
-    "BF16": BFLOAT16,
+    "BF16": None,
     "BYTES": np.dtype(np.object_),
 }
-DATATYPE_BY_NUMPY: dict[np.dtype, str] = {dtype: name for name, dtype in NUMPY_BY_DATATYPE.items()}
 FLOATING = ("FP16", "FP32", "FP64", "BF16")
+
+
+@cache
+def bfloat16() -> np.dtype:
+    """``ml_dtypes.bfloat16`` as a numpy dtype (imported on the first call)."""
+    import ml_dtypes
+
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+def is_bfloat16(dtype: Any) -> bool:
+    """True for ``ml_dtypes.bfloat16`` (without importing ml_dtypes: no array can have that
+    dtype before it is imported)."""
+    return np.dtype(dtype).name == BF16_NAME
+
+
+class _Datatypes(Mapping[str, np.dtype]):
+    """KServe v2 datatype -> numpy dtype, in the table's order; BF16 resolved on access."""
+
+    def __getitem__(self, name: str) -> np.dtype:
+        dtype = _DTYPES[name]
+        return bfloat16() if dtype is None else dtype
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_DTYPES)
+
+    def __len__(self) -> int:
+        return len(_DTYPES)
+
+
+# KServe v2 datatype -> numpy dtype (element size = dtype.itemsize; BYTES is variable).
+NUMPY_BY_DATATYPE: Mapping[str, np.dtype] = _Datatypes()
+DATATYPE_BY_NUMPY: dict[np.dtype, str] = {d: n for n, d in _DTYPES.items() if d is not None}
+
+
+def __getattr__(name: str) -> Any:
+    """``BFLOAT16``: :func:`bfloat16`'s dtype, resolved (and ml_dtypes imported) when read."""
+    if name == "BFLOAT16":
+        return bfloat16()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def to_numpy(datatype: str) -> np.dtype:
@@ -62,6 +107,8 @@ def from_numpy(dtype: np.dtype) -> str:
     dtype = np.dtype(dtype)
     if dtype.kind in ("S", "U", "O"):
         return "BYTES"
+    if is_bfloat16(dtype):
+        return "BF16"
     try:
         return DATATYPE_BY_NUMPY[dtype]
     except KeyError as exc:
@@ -75,7 +122,7 @@ def element_size(datatype: str) -> int:
 
 def is_floating(dtype: np.dtype) -> bool:
     """True for FP16, FP32, FP64 and BF16 (``ml_dtypes.bfloat16`` is numpy kind ``V``)."""
-    return np.dtype(dtype).kind == "f" or np.dtype(dtype) == BFLOAT16
+    return np.dtype(dtype).kind == "f" or is_bfloat16(dtype)
 
 
 def cast_checked(array: np.ndarray, dtype: np.dtype, what: str) -> np.ndarray:
@@ -96,7 +143,7 @@ def cast_checked(array: np.ndarray, dtype: np.dtype, what: str) -> np.ndarray:
         return array.astype(target, copy=False)
     if source.kind == "O" or target.kind == "O":
         raise InputError(f"{what}: cannot convert {source} values to {_name(target)}")
-    values = array if source != BFLOAT16 else array.astype(np.float32)
+    values = array.astype(np.float32) if is_bfloat16(source) else array
     with np.errstate(over="ignore", invalid="ignore"):
         cast = values.astype(target)
     bad = _refused(values, cast, target)
@@ -132,7 +179,7 @@ def _refused(values: np.ndarray, cast: np.ndarray, target: np.dtype) -> np.ndarr
 
 
 def _name(dtype: np.dtype) -> str:
-    return DATATYPE_BY_NUMPY.get(np.dtype(dtype), str(dtype))
+    return "BF16" if is_bfloat16(dtype) else DATATYPE_BY_NUMPY.get(np.dtype(dtype), str(dtype))
 
 
 def _range(dtype: np.dtype) -> str:
@@ -141,5 +188,7 @@ def _range(dtype: np.dtype) -> str:
     if dtype.kind in "iu":
         limits = np.iinfo(dtype)
         return f"{limits.min}..{limits.max}"
+    import ml_dtypes  # its finfo covers bfloat16 as well as numpy's floats
+
     largest = float(ml_dtypes.finfo(dtype).max)
     return f"|value| <= {largest:.6g}"

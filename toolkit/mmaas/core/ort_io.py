@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from mmaas.core.datatypes import BFLOAT16
+from mmaas.core.datatypes import bfloat16, is_bfloat16
 
 ONNX_BFLOAT16 = 16  # onnx.TensorProto.BFLOAT16
 ORT_FATAL = 4  # ONNX Runtime's log severities: 0 verbose, 1 info, 2 warning, 3 error, 4 fatal
@@ -98,7 +98,7 @@ def run_session(
 
 
 def _ort_value(ort: Any, array: np.ndarray) -> Any:
-    if array.dtype == BFLOAT16:
+    if is_bfloat16(array.dtype):
         words = np.ascontiguousarray(array).view(np.uint16)
         return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(words, ONNX_BFLOAT16)
     if array.dtype == object:  # STRING tensors: OrtValue takes them as numpy str arrays
@@ -112,6 +112,6 @@ def _numpy(value: Any) -> np.ndarray:
     shape = tuple(value.shape())
     count = math.prod(shape)
     if not count:
-        return np.empty(shape, BFLOAT16)
+        return np.empty(shape, bfloat16())
     words = (ctypes.c_uint16 * count).from_address(value.data_ptr())
-    return np.frombuffer(words, np.uint16).copy().view(BFLOAT16).reshape(shape)
+    return np.frombuffer(words, np.uint16).copy().view(bfloat16()).reshape(shape)
