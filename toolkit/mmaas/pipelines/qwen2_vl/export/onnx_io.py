@@ -10,6 +10,9 @@ from typing import Any
 
 # Bytes of weights past which a .onnx cannot hold them (protobuf's 2 GiB, with headroom).
 PROTOBUF_LIMIT = (2 << 30) - (64 << 20)
+# torch.onnx's per-node Python stack trace: it holds the exporter's file paths, so the same
+# export from another checkout would give other bytes (and another engine-cache key).
+STACK_TRACE = "pkg.torch.onnx.stack_trace"
 
 
 def atomic_write(path: Path, data: bytes) -> None:
@@ -25,7 +28,11 @@ def save_program(program: Any, output: Path, weight_bytes: int) -> list[Path]:
     """Save a ``torch.onnx.ONNXProgram`` atomically: weights inline below protobuf's limit,
     else beside the graph as ``<name>.data`` (ONNX external data, which must travel with
     the .onnx). The data file is renamed first, the .onnx last. Returns the written paths.
-    A stale ``<name>.data`` from an earlier large export is removed."""
+    A stale ``<name>.data`` from an earlier large export is removed. Each node's stack
+    trace (:data:`STACK_TRACE`) is dropped, so the bytes do not depend on where the code
+    lies."""
+    for node in program.model.graph.all_nodes():
+        node.metadata_props.pop(STACK_TRACE, None)
     output.parent.mkdir(parents=True, exist_ok=True)
     external = weight_bytes >= PROTOBUF_LIMIT
     written = []
