@@ -16,9 +16,10 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
+from paths import ROOT
+
 from ..conftest import RunningServer
 
-ROOT = Path(__file__).resolve().parents[2]
 PERF_ANALYZER = Path(sys.executable).parent / "perf_analyzer"
 KSERVE_PYTHON = ROOT / ".venv-kserve" / "bin" / "python"
 
