@@ -1,6 +1,6 @@
 """The host's part of the provenance record from a real git work tree
 and a GitHub Actions environment; the stamp step's part is checked on a built image in
-tests/export/test_deploy_e2e.py."""
+tests/export/test_deploy_image.py."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from mmaas.server.cpu_metrics import CpuMetrics, format_value
 from mmaas.server.metrics import Execution, ModelMetrics, exposition
 
 from .conftest import RunningServer
-from .test_servicer import infer_input
+from .grpc.helpers import infer_input
 
 PROMTOOL = Path(sys.executable).parent / "promtool"
 # The lint warnings Triton's own names draw (they are its names: dashboards use them).

@@ -20,14 +20,9 @@ from grpc_reflection.v1alpha import reflection_pb2
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
 from ..conftest import RunningServer
-from .test_servicer import expect_error, infer_input
+from .helpers import expect_error, infer_input
 
 GRPCURL = Path(sys.executable).parent / "grpcurl"
-
-
-@pytest.fixture(scope="module")
-def cls(module_server: Callable[..., RunningServer], cls_dir: Path) -> RunningServer:
-    return module_server(cls_dir)
 
 
 def x(batch: int = 1) -> triton.InferInput:

@@ -10,7 +10,6 @@ import re
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -23,11 +22,6 @@ from ..conftest import RunningServer
 
 PERF_ANALYZER = Path(sys.executable).parent / "perf_analyzer"
 KSERVE_PYTHON = ROOT / ".venv-kserve" / "bin" / "python"
-
-
-@pytest.fixture(scope="module")
-def cls(module_server: Callable[..., RunningServer], cls_dir: Path) -> RunningServer:
-    return module_server(cls_dir)
 
 
 def perf_analyzer(server: RunningServer, *flags: str) -> str:

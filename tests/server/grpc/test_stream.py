@@ -18,14 +18,9 @@ import tritonclient.utils.shared_memory as triton_shm
 from tritonclient.utils import InferenceServerException
 
 from ..conftest import RunningServer
-from .test_servicer import infer_input, reference
+from .helpers import infer_input, reference
 
 OUT = "save_infer_model/scale_0.tmp_1"
-
-
-@pytest.fixture(scope="module")
-def cls(module_server: Callable[..., RunningServer], cls_dir: Path) -> RunningServer:
-    return module_server(cls_dir)
 
 
 class Stream:

@@ -1,16 +1,13 @@
 """The HTTP/REST front end against the real server (subprocess) with real clients nobody
-here wrote: tritonclient.http (sync and aio, binary and JSON tensors) and curl; answers
-are compared bit for bit with in-process ONNX Runtime and with the gRPC front end, and
-both front ends count into the same statistics."""
+here wrote: tritonclient.http (sync and aio, binary and JSON tensors) and curl, on the
+PP-OCR direction classifier; answers are compared bit for bit with in-process ONNX Runtime
+and with the gRPC front end, and both front ends count into the same statistics."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import shutil
-import signal
 import subprocess
-import time
 from pathlib import Path
 
 import numpy as np
@@ -19,14 +16,11 @@ import pytest
 import tritonclient.grpc as triton_grpc
 import tritonclient.http as triton
 import tritonclient.http.aio as triton_aio
-from tritonclient.utils import InferenceServerException
 
-from tls import make_certificates
-
-from ..conftest import ClientTls, RunningServer
+from ..conftest import RunningServer
+from .helpers import CURL, curl, http_input
 
 CLS_OUTPUT = "save_infer_model/scale_0.tmp_1"
-CURL = shutil.which("curl")
 
 
 @pytest.fixture(scope="module")
@@ -36,19 +30,6 @@ def cls_server(module_server, cls_dir: Path) -> RunningServer:
 
 def reference(source: Path, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
     return ort.InferenceSession(str(source), providers=["CPUExecutionProvider"]).run(None, inputs)
-
-
-def http_input(
-    name: str, array: np.ndarray, datatype: str, binary: bool = True
-) -> triton.InferInput:
-    tensor = triton.InferInput(name, list(array.shape), datatype)
-    tensor.set_data_from_numpy(array, binary_data=binary)
-    return tensor
-
-
-def curl(*args: str) -> subprocess.CompletedProcess[str]:
-    assert CURL, "curl is not installed (scripts/setup.sh installs it)"
-    return subprocess.run([CURL, "-sS", *args], capture_output=True, text=True, timeout=60)
 
 
 @pytest.mark.parametrize("binary_in", [True, False])
@@ -194,141 +175,3 @@ def test_raw_binary_request_and_gzip_body(
         "ppocr-cls", [http_input("x", batch, "FP32")], request_compression_algorithm="deflate"
     )
     np.testing.assert_array_equal(result.as_numpy(CLS_OUTPUT), expected)
-
-
-def test_every_datatype_round_trips_as_json_and_binary(module_server, datatypes_dir: Path) -> None:
-    server = module_server(datatypes_dir)
-    client = triton.InferenceServerClient(server.http_url)
-    arrays = {
-        "a": np.array([[0.5, -1.25, 3, 32000]] * 2, np.float16),
-        "b": np.array([[2**62, -(2**62), 0, 1]] * 2, np.int64),
-        "c": np.array([[2**30, -(2**30), 0, 1]] * 2, np.int32),
-        "d": np.array([[True, False, True, False]] * 2),
-        "e": np.array([[0, 255, 7, 1]] * 2, np.uint8),
-    }
-    types = {"a": "FP16", "b": "INT64", "c": "INT32", "d": "BOOL", "e": "UINT8"}
-    expected = {
-        "a_out": arrays["a"] * 2,
-        "b_out": -arrays["b"],
-        "c_out": arrays["c"] * 2,
-        "d_out": ~arrays["d"],
-        "e_out": arrays["e"],
-    }
-    for binary in (True, False):
-        inputs = [http_input(n, a, types[n], binary) for n, a in arrays.items()]
-        outputs = [triton.InferRequestedOutput(n, binary_data=binary) for n in expected]
-        result = client.infer("datatypes", inputs, outputs=outputs)
-        for name, array in expected.items():
-            got = result.as_numpy(name)
-            assert got.dtype == array.dtype, name
-            np.testing.assert_array_equal(got, array)
-
-
-def test_bytes_as_json_and_binary(module_server, strings_dir: Path) -> None:
-    server = module_server(strings_dir)
-    client = triton.InferenceServerClient(server.http_url)
-    words = np.array(["héllo".encode(), b"", b"x" * 300], dtype=object)
-    for binary in (True, False):
-        result = client.infer(
-            "strings",
-            [http_input("text", words, "BYTES", binary)],
-            outputs=[triton.InferRequestedOutput("same", binary_data=binary)],
-        )
-        got = result.as_numpy("same").tolist()  # tritonclient gives JSON strings as str
-        assert got == (words.tolist() if binary else [w.decode() for w in words])
-
-
-def test_requested_outputs_mixed_binary_and_json(module_server, two_outputs_dir: Path) -> None:
-    server = module_server(two_outputs_dir)
-    client = triton.InferenceServerClient(server.http_url)
-    x = np.arange(8, dtype=np.float32).reshape(2, 4)
-    outputs = [
-        triton.InferRequestedOutput("scores", binary_data=False),
-        triton.InferRequestedOutput("boxes", binary_data=True),
-    ]
-    result = client.infer("two-outputs", [http_input("x", x, "FP32")], outputs=outputs)
-    assert [o["name"] for o in result.get_response()["outputs"]] == ["scores", "boxes"]
-    np.testing.assert_array_equal(result.as_numpy("boxes"), 2 * x)
-    np.testing.assert_array_equal(result.as_numpy("scores"), x.sum(axis=1, keepdims=True))
-    only = client.infer(
-        "two-outputs", [http_input("x", x, "FP32")], outputs=[triton.InferRequestedOutput("scores")]
-    )
-    assert [o["name"] for o in only.get_response()["outputs"]] == ["scores"]
-    with pytest.raises(InferenceServerException) as info:
-        client.infer(
-            "two-outputs",
-            [http_input("x", x, "FP32")],
-            outputs=[triton.InferRequestedOutput("nope")],
-        )
-    assert info.value.status() == "400" and "unknown output 'nope'" in info.value.message()
-
-
-def test_tls_and_mutual_tls_apply_to_the_http_port(
-    start_server, two_outputs_dir: Path, tmp_path: Path
-) -> None:
-    certs = make_certificates(tmp_path)
-    env = {"MMAAS_TLS_CERT": str(certs["server"]), "MMAAS_TLS_KEY": str(certs["server-key"])}
-    server = start_server(two_outputs_dir, tls=ClientTls(certs["ca"]), **env)
-    url = f"https://{server.http_url}/v2/health/ready"
-    assert json.loads(curl("-f", "--cacert", str(certs["ca"]), url).stdout) == {"ready": True}
-    assert curl("-f", f"http://{server.http_url}/v2/health/ready").returncode != 0
-    mutual = start_server(
-        two_outputs_dir,
-        tls=ClientTls(certs["ca"], cert=certs["client"], key=certs["client-key"]),
-        MMAAS_TLS_CLIENT_CA=str(certs["ca"]),
-        **env,
-    )
-    url = f"https://{mutual.http_url}/v2/health/ready"
-    identity = ["--cert", str(certs["client"]), "--key", str(certs["client-key"])]
-    assert curl("-f", "--cacert", str(certs["ca"]), *identity, url).returncode == 0
-    assert curl("-f", "--cacert", str(certs["ca"]), url).returncode != 0
-
-
-def test_http_requests_are_batched_and_limited_by_the_same_scheduler(
-    start_server, two_outputs_dir: Path
-) -> None:
-    server = start_server(
-        two_outputs_dir,
-        MMAAS_DYNAMIC_BATCHING="true",
-        MMAAS_MAX_QUEUE_DELAY_US="200000",
-        MMAAS_PREFERRED_BATCH_SIZES="8",
-    )
-    rows = [np.full((1, 4), i, np.float32) for i in range(8)]
-
-    async def burst() -> list[np.ndarray]:
-        client = triton_aio.InferenceServerClient(server.http_url)
-        try:
-            calls = [client.infer("two-outputs", [http_input("x", r, "FP32")]) for r in rows]
-            return [result.as_numpy("boxes") for result in await asyncio.gather(*calls)]
-        finally:
-            await client.close()
-
-    answers = asyncio.run(burst())
-    for row, boxes in zip(rows, answers, strict=True):
-        np.testing.assert_array_equal(boxes, 2 * row)  # each caller gets its own row back
-    stats = triton.InferenceServerClient(server.http_url).get_inference_statistics("two-outputs")
-    model = stats["model_stats"][0]
-    assert model["inference_count"] == 8 and model["execution_count"] < 8
-    assert any(batch["batch_size"] > 1 for batch in model["batch_stats"])
-
-
-def test_http_probes_during_sigterm(start_server, two_outputs_dir: Path) -> None:
-    """SIGTERM: /v2/health/ready turns 503 at once while the port stays open for the grace
-    period (live stays 200, a new infer is a 503 KServe error), then the server exits 0."""
-    server = start_server(two_outputs_dir, MMAAS_SHUTDOWN_GRACE_S="3")
-    base = f"http://{server.http_url}"
-    server.process.send_signal(signal.SIGTERM)
-    signalled = time.monotonic()
-    while (
-        curl("-s", "-o", "/dev/null", "-w", "%{http_code}", f"{base}/v2/health/ready").stdout
-        != "503"
-    ):
-        assert time.monotonic() - signalled < 2, "ready did not turn 503 at once"
-        time.sleep(0.05)
-    assert json.loads(curl("-f", f"{base}/v2/health/live").stdout) == {"live": True}
-    client = triton.InferenceServerClient(server.http_url)
-    with pytest.raises(InferenceServerException) as refused:
-        client.infer("two-outputs", [http_input("x", np.ones((1, 4), np.float32), "FP32")])
-    assert refused.value.status() == "503" and "shutting down" in refused.value.message()
-    assert server.process.wait(30) == 0
-    assert time.monotonic() - signalled >= 3  # the port stayed open for the grace period

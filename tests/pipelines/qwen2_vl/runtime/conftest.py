@@ -1,6 +1,6 @@
-"""Fixtures of the qwen2-vl runtime tests: transformers' reference pipeline on the small
-checkpoint, and the runtime's Generator over ONNX Runtime sessions of the exported graphs
-(the same graphs the image's engines are compiled from), both session-scoped.
+"""Fixtures of the qwen2-vl runtime tests: the runtime's Generator over ONNX Runtime
+sessions of the exported graphs (the same graphs the image's engines are compiled from),
+session-scoped; transformers' reference pipeline is tests/pipelines/qwen2_vl/conftest.py's.
 
 The two real pictures of different sizes: grace_hopper.jpg (512x600 -> 1512 patches) and
 rocket.jpg (640x427 -> 1380 patches)."""
@@ -64,14 +64,6 @@ def generate(generator: Generator, req: GenerationRequest) -> list[TokenEvent]:
         if events[-1].finish_reason:
             return events
         (token,), cache, mask = generator.decode([seq], [token], cache, mask)
-
-
-@pytest.fixture(scope="session")
-def reference(qwen_vl_export: Path):
-    """transformers' tokenizer + PIL image processor + processor + model of the checkpoint."""
-    from mmaas.pipelines.qwen2_vl.export.reference import Reference
-
-    return Reference(qwen_vl_export / "checkpoint", num_threads=2)
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,70 @@
+"""Fixtures of the qwen-vl image tests: the image `mmaas build` makes of a copy of
+models/qwen-vl from a clean state (a fresh engine cache, a new tag) and one container
+serving it, each made once for the whole package (CI budget) and removed after it."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from docker_fixtures import Container, run_container, wait_for_grpc_serving
+from mmaas.core import proc
+
+FILES = ("model.yaml", "qwen2_vl_vision.onnx", "qwen2_vl_language.onnx", "runtime.json",
+         "tokenizer.json", "embed_tokens.npy")  # fmt: skip
+
+
+@pytest.fixture(scope="package")
+def built(
+    docker_cli: list[str], base_image: str, qwen_vl_export: Path, tmp_path_factory
+) -> Iterator[str]:
+    """The image `mmaas build` makes of a copy of models/qwen-vl, with a fresh engine cache
+    and its own tag; removed afterwards."""
+    root = tmp_path_factory.mktemp("qwen-vl-image")
+    folder = root / "qwen-vl"
+    folder.mkdir()
+    for name in FILES:
+        shutil.copy(qwen_vl_export / name, folder / name)
+    tag = secrets.token_hex(4)
+    with (folder / "model.yaml").open("a") as spec:
+        spec.write(f"image: {{repository: mmaas-test/qwen-vl, tag: '{tag}', "
+                   f"base_image: {base_image}}}\n")  # fmt: skip
+    started = time.perf_counter()
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "mmaas"), "build", str(folder), "--json"],
+        capture_output=True, text=True, check=False,
+        env={**os.environ, "MMAAS_CACHE_DIR": str(root / "cache")},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout)
+    assert {name: e["engine_cache"] for name, e in report["engines"].items()} == {
+        "vision": "miss",
+        "language": "miss",
+    }
+    print(f"cold build of models/qwen-vl: {time.perf_counter() - started:.0f} s")
+    image = f"mmaas-test/qwen-vl:{tag}"
+    yield image
+    proc.run([*docker_cli, "image", "rm", "--force", image], check=False)
+
+
+@pytest.fixture(scope="package")
+def server(docker_cli: list[str], built: str) -> Iterator[Container]:
+    """One container of the image, serving gRPC on a free loopback port; stopped after."""
+    with run_container(docker_cli, built, ports=[8001]) as container:
+        wait_for_grpc_serving(container.port, timeout=120, container=container)
+        yield container
+
+
+@pytest.fixture(scope="package")
+def url(server: Container) -> str:
+    """The container's gRPC address, ``127.0.0.1:PORT``."""
+    return f"127.0.0.1:{server.port}"
