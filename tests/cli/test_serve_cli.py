@@ -22,7 +22,7 @@ from mmaas.build.spec_checks import host_checks
 from mmaas.server.settings import from_env
 from mmaas.spec.load import load_spec
 from onnx_builder import FLOAT, make_onnx
-from server.conftest import free_port
+from server.conftest import free_port, free_ports
 
 MMAAS = str(Path(sys.executable).parent / "mmaas")
 
@@ -37,9 +37,9 @@ def test_serve_compiles_and_takes_the_runtime_section(
     shutil.copytree(
         ppocr_models["ppocr-cls"].parent, folder, ignore=shutil.ignore_patterns(".mmaas")
     )
-    port, http_port = free_port(), free_port()
+    port, http_port, metrics_port = free_ports(3)
     with (folder / "model.yaml").open("a") as spec:
-        runtime = f"grpc_port: {port}, http_port: {http_port}, metrics_port: {free_port()}"
+        runtime = f"grpc_port: {port}, http_port: {http_port}, metrics_port: {metrics_port}"
         spec.write(f"runtime: {{{runtime}}}\n")
     server = subprocess.Popen(
         [MMAAS, "serve", str(folder), "--host", "127.0.0.1"],

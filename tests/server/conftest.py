@@ -34,9 +34,20 @@ START_TIMEOUT_S = 60.0
 
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct TCP ports free on 127.0.0.1 right now: every socket stays bound
+    until all are chosen, so no two calls hand out the same port."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [int(sock.getsockname()[1]) for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
 
 
 def compile_model_dir(source: Path, info: ModelInfo, out_dir: Path) -> Path:
@@ -156,7 +167,7 @@ def launch(
 ) -> RunningServer:
     """Start ``python -m mmaas.server`` on ``model_dir`` (not waiting for SERVING); ``tls``
     is what clients need when ``env`` turns TLS on."""
-    port, metrics_port, http_port = free_port(), free_port(), free_port()
+    port, metrics_port, http_port = free_ports(3)
     full_env = {
         **os.environ,
         "MMAAS_MODEL_DIR": str(model_dir),

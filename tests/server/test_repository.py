@@ -32,7 +32,7 @@ from mmaas.server.repository import ConfigFacts, Repository, ServedModel
 from mmaas.server.settings import Settings
 from mmaas.server.status import NotFound
 
-from .conftest import free_port
+from .conftest import free_ports
 
 
 def served(info: ModelInfo, state: str = "loading", number: int = 1) -> ServedModel:
@@ -74,7 +74,7 @@ class InProcessServer:
     """Two compiled model directories served by one gRPC server on an event loop thread."""
 
     def __init__(self, model_dirs: list[Path]) -> None:
-        self.port, self.metrics_port = free_port(), free_port()
+        self.port, self.metrics_port = free_ports(2)
         self.settings = Settings(host="127.0.0.1", grpc_port=self.port, warmup_runs=0)
         self.manifests = [read_manifest(directory) for directory in model_dirs]
         self.dirs = model_dirs
