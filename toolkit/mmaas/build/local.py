@@ -59,13 +59,12 @@ def _engine(loaded: LoadedSpec, engine: EngineSource, out_dir: Path, rebuild: bo
     digest = engine_digest(engine_request(spec, source, None))
     if not rebuild and _reusable(out_dir, digest, source):
         return out_dir
-    accuracy = spec.checks.accuracy
     build_model_dir(
         compile_request(spec, source, out_dir),
         digest,
         out_dir,
         checks=checks(spec.checks),
-        samples=[loaded.model_dir / s for s in accuracy.samples] if accuracy else [],
+        samples=[loaded.model_dir / s for s in spec.checks.sample_files()],
     )
     return out_dir
 

@@ -232,13 +232,13 @@ def engine_inputs(
     model_dir: Path | None = None,
 ) -> tuple[ContextFile | ContextWheel, ...]:
     """What the engine compile reads, as staged: the ONNX file and its external data
-    (``model/``), the accuracy gate's samples (``model/<path in the model folder>``), what
+    (``model/``), the gates' samples (``model/<path in the model folder>``), what
     the back end's build target adds (TensorRT: the INT8 calibration cache, where the
     compiler looks for it: beside the ONNX file) and the builder stage's mmaas wheel (the
     stage and the back end's packages of ``toolkit_dir``). Their bytes, with the engine
     request, make the engine-cache key."""
     folder = model_dir or source.parent
-    samples = spec.checks.accuracy.samples if spec.checks.accuracy else []
+    samples = spec.checks.sample_files()
     target = get_target(spec.backend)
     return (
         ContextFile(source, f"model/{source.name}"),

@@ -59,13 +59,12 @@ def engine_digest(request: BuildRequest) -> str:
 def _request(
     spec: ModelSpec, source: Path, spec_digest: str, engine_key: str | None
 ) -> BuildRequest:
-    accuracy = spec.checks.accuracy
     return BuildRequest(
         model=model_info(spec),
         source=f"model/{source.name}",
         settings=asdict(get_target(spec.backend).engine_settings(spec)),
         checks=checks(spec.checks),
-        samples=tuple(f"model/{s}" for s in accuracy.samples) if accuracy else (),
+        samples=tuple(f"model/{s}" for s in spec.checks.sample_files()),
         spec_digest=spec_digest,
         engine_key=engine_key,
     )

@@ -56,18 +56,31 @@ class LatencyCheck:
 
 
 @dataclass(frozen=True)
+class GenerationCheck:
+    """``checks.generation``: the sample file as the user named it, the least share of
+    greedy tokens equal to the reference's and the least first-step logits cosine."""
+
+    samples: str
+    min_top1: float
+    min_cosine: float
+
+
+@dataclass(frozen=True)
 class Checks:
     """The build-time gates the stage runs (``checks:`` in model.yaml)."""
 
     accuracy: AccuracyCheck | None = None
     latency: LatencyCheck | None = None
+    generation: GenerationCheck | None = None
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> Checks:
         """From the JSON form of ``checks:`` (the spec's ``model_dump(mode="json")``, or
         :func:`dataclasses.asdict` of a Checks). Raises KeyError/TypeError when malformed."""
         accuracy, latency = raw.get("accuracy"), raw.get("latency")
+        generation = raw.get("generation")
         return cls(
+            generation=None if generation is None else GenerationCheck(**generation),
             accuracy=None
             if accuracy is None
             else AccuracyCheck(

@@ -34,6 +34,7 @@ from mmaas.server.cpu_metrics import CpuMetrics
 from mmaas.server.grpc.server import HEALTH_SERVICES, grpc_server
 from mmaas.server.http.routes import create_app
 from mmaas.server.http.server import HttpServer
+from mmaas.server.llm_metrics import generation_lines
 from mmaas.server.logs import configure
 from mmaas.server.metrics import serve_http
 from mmaas.server.models import attach_executors, close_executors, plan_repository, reloader
@@ -165,7 +166,7 @@ def _serve_metrics(settings: Settings, repository: Repository) -> Any:
         return None
     try:
         cpu = CpuMetrics()
-        families = [cpu.exposition, gpu_metrics.lines]
+        families = [cpu.exposition, gpu_metrics.lines, lambda: generation_lines(repository)]
         return serve_http(settings.host, settings.metrics_port, repository.metrics, families)
     except OSError as exc:
         raise MmaasError(

@@ -130,7 +130,7 @@ def exposition(models: Sequence[ModelMetrics]) -> str:
         lines.extend([f"# HELP {name} {doc}", f"# TYPE {name} {kind}"])
         for labels, snapshot in data:
             for suffix, extra, value in samples(snapshot):
-                text = ",".join(f'{k}="{_escape(v)}"' for k, v in {**labels, **extra}.items())
+                text = ",".join(f'{k}="{escape_label(v)}"' for k, v in {**labels, **extra}.items())
                 lines.append(f"{name}{suffix}{{{text}}} {format_value(value)}")
 
     def one(key: str) -> Callable[[dict[str, Any]], list[Sample]]:
@@ -229,5 +229,6 @@ def _batch_histogram(batches: dict[int, list[int]]) -> list[Sample]:
     return samples
 
 
-def _escape(value: str) -> str:
+def escape_label(value: str) -> str:
+    """A label value escaped for the text format (backslash, double quote, newline)."""
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")

@@ -51,6 +51,15 @@ def check_gates(spec: ModelSpec, model_dir: Path, report: Report) -> None:
             )
     if latency is not None:
         _check_latency(latency, spec.max_batch_size, inputs, report)
+    generation = spec.checks.generation
+    if generation is not None:
+        key = ("checks", "generation", "samples")
+        file = (model_dir / generation.samples).resolve()
+        if not file.is_relative_to(model_dir.resolve()) or file.suffix != ".npz":
+            report(key, f"{generation.samples!r}: give an .npz file inside the model folder")
+        elif not file.is_file():
+            report(key, f"{generation.samples!r} does not exist in the model folder; "
+                        "convert again (`mmaas convert qwen2-vl` writes it)")  # fmt: skip
 
 
 def _check_sample(

@@ -48,9 +48,33 @@ class LatencySpec(Strict):
     warmup: Annotated[int, Field(ge=0, le=10000)] = 5
 
 
+class GenerationSpec(Strict):
+    """The build-time generation gate of a KV-cache decoder engine (the interface of
+    :mod:`mmaas.core.decoder`, e.g. qwen2-vl's language engine): ``samples`` is an ``.npz``
+    in the model folder holding, per prompt, its embeddings and positions followed by those
+    of the reference's greedy continuation, and the reference's tokens and first-step
+    logits (``mmaas convert qwen2-vl`` writes ``language_gate.npz`` from transformers at
+    FP32). The engine runs each prompt, then decodes along the continuation (teacher
+    forced); it passes when its greedy (top-1) token equals the reference's at a share of
+    at least ``min_top1`` of all steps, the cosine similarity of its first-step logits and
+    the reference's is at least ``min_cosine`` for every prompt, and no logit is NaN or
+    infinite."""
+
+    samples: Annotated[str, Field(min_length=1)]
+    min_top1: Annotated[float, Field(ge=0, le=1)] = 0.9
+    min_cosine: Annotated[float, Field(ge=-1, le=1)] = 0.99
+
+
 class ChecksSpec(Strict):
     """Build-time gates run on the compiled engine in the builder stage; a failed gate
     fails the build, and each gate's report goes into the manifest."""
 
     accuracy: AccuracySpec | None = None
     latency: LatencySpec | None = None
+    generation: GenerationSpec | None = None
+
+    def sample_files(self) -> list[str]:
+        """Every gate's sample file, relative to the model folder (staged with the ONNX
+        file, part of the engine-cache key)."""
+        files = list(self.accuracy.samples) if self.accuracy else []
+        return files + ([self.generation.samples] if self.generation else [])

@@ -31,6 +31,7 @@ from mmaas.core.model_dir import REPORT_NAME
 from mmaas.core.request import BuildRequest, Checks
 from mmaas.core.samples import POINTS, profile_shape, sample_arrays, sample_inputs
 from mmaas.stage.accuracy import accuracy_gate
+from mmaas.stage.generation import generation_gate
 from mmaas.stage.latency import LatencyProbe, latency_gate
 
 
@@ -138,8 +139,8 @@ def run_gates(
     samples: Sequence[Path],
     probe: LatencyProbe | None,
 ) -> dict[str, Any]:
-    """Run the accuracy and latency gates ``checks`` declares; their reports by name
-    (``{"accuracy": ..., "latency": ...}``, only those declared).
+    """Run the accuracy, latency and generation gates ``checks`` declares; their reports
+    by name (``{"accuracy": ..., "latency": ..., "generation": ...}``, only those declared).
 
     Raises:
         GateFailed: a gate failed. BuildError: a sample file cannot be read.
@@ -147,14 +148,21 @@ def run_gates(
     reports: dict[str, Any] = {}
     names = [tensor.name for tensor in request.model.inputs]
     if checks.accuracy is not None:
-        progress(f"accuracy gate over {len(samples)} sample file(s)")
-        loaded = [(sample.name, _sample(sample, names)) for sample in samples]
+        own = {Path(name).name for name in checks.accuracy.samples}
+        mine = [sample for sample in samples if sample.name in own]
+        progress(f"accuracy gate over {len(mine)} sample file(s)")
+        loaded = [(sample.name, _sample(sample, names)) for sample in mine]
         reports["accuracy"] = accuracy_gate(
             engine, request.model, request.source, checks.accuracy, loaded
         )
     if checks.latency is not None:
         progress("latency gate")
         reports["latency"] = latency_gate(engine, request.model, checks.latency, probe)
+    if checks.generation is not None:
+        name = Path(checks.generation.samples).name
+        progress(f"generation gate on {name}")
+        sample = next(s for s in samples if s.name == name)
+        reports["generation"] = generation_gate(engine, request.model, checks.generation, sample)
     return reports
 
 

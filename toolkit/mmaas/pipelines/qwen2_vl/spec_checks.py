@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -19,8 +20,8 @@ Problems = list[tuple[KeyPath, str]]
 HERE: KeyPath = ()
 ENGINE_INPUTS = {
     "vision": {"pixel_values": ("FP32", 2), "grid_thw": ("INT64", 2)},
-    "language": {"inputs_embeds": ("FP32", 3), "attention_mask": ("INT64", 2),
-                 "position_ids": ("INT64", 3)},
+    "language": {"inputs_embeds": ("FP32", 3), "position_ids": ("INT64", 3),
+                 "seqlens_k": ("INT32", 1), "logits_index": ("INT64", 1)},
 }  # fmt: skip
 ASSETS = ("runtime", "tokenizer", "embed_tokens")
 EXPORT = "convert again (`mmaas convert qwen2-vl OUT_DIR`) and keep its files together"
@@ -53,27 +54,50 @@ def check_engines(engines: Mapping[str, ModelInfo]) -> Problems:
 
 
 def _check_language_profile(language: ModelInfo) -> Problems:
-    """At each of min, opt, max: one batch size, attention_mask = past + seq, position_ids
-    [3, batch, seq] (the graph is valid only there; the build runs the engine at them)."""
+    """At each of min, opt, max: one batch size, position_ids [3, batch, seq], and one
+    cache capacity and type everywhere (the graph fixes it; the build runs these points)."""
     past = [t for t in language.inputs if t.name.startswith("past_key_values.")]
     if not past:
         return [(HERE, f"engine 'language' has no past_key_values.* inputs; {EXPORT}")]
-    embeds, mask = _input(language, "inputs_embeds"), _input(language, "attention_mask")
-    positions = _input(language, "position_ids")
+    embeds, positions = _input(language, "inputs_embeds"), _input(language, "position_ids")
+    rows = [_input(language, "seqlens_k"), _input(language, "logits_index")]
     problems: Problems = []
+    if len({t.datatype for t in past}) != 1:
+        problems.append((HERE, f"the language engine's cache inputs differ in type; {EXPORT}"))
     for point in ("min", "opt", "max"):
-        e, m, p = (getattr(t, point) for t in (embeds, mask, positions))
-        pasts = {getattr(t, point)[2] for t in past}
-        batches = {e[0], m[0], p[1], *(getattr(t, point)[0] for t in past)}
-        fits = len(pasts) == len(batches) == 1 and m[1] == e[1] + min(pasts)
-        if not fits or (p[0], p[2]) != (3, e[1]):
-            shapes = f"inputs_embeds {list(e)}, attention_mask {list(m)}, position_ids {list(p)}"
-            message = (
-                f"the language engine's {point} shapes do not fit together ({shapes}, past "
-                f"lengths {sorted(pasts)}): at each point every input takes the same batch, "
-                "attention_mask's length is past + seq, position_ids is [3, batch, seq]"
-            )
-            problems.append((HERE, message))
+        e, p = getattr(embeds, point), getattr(positions, point)
+        capacities = {getattr(t, point)[2] for t in past}
+        batches = {e[0], p[1], *(getattr(t, point)[0] for t in [*rows, *past])}
+        if len(capacities) != 1 or len(batches) != 1 or (p[0], p[2]) != (3, e[1]):
+            shapes = f"inputs_embeds {list(e)}, position_ids {list(p)}"
+            problems.append((HERE, (
+                f"the language engine's {point} shapes do not fit together ({shapes}, batch "
+                f"sizes {sorted(batches)}, cache lengths {sorted(capacities)}): at each point "
+                "every input takes the same batch, position_ids is [3, batch, seq] and every "
+                "cache input the graph's capacity")))  # fmt: skip
+    if len({getattr(past[0], point)[2] for point in ("min", "opt", "max")}) != 1:
+        problems.append((HERE, f"the language engine's cache capacity (axis 2 of the "
+                               f"past_key_values inputs) is fixed: give it at every point; "
+                               f"{EXPORT}"))  # fmt: skip
+    return problems
+
+
+def check_settings(settings: Any, engines: Mapping[str, ModelInfo]) -> Problems:
+    """The settings fit the profiles: ``max_sequences`` and ``decode_batches`` within the
+    language batch, ``vision_patch_buckets`` within the vision patches."""
+    batch = _input(engines["language"], "inputs_embeds").max
+    patches = _input(engines["vision"], "pixel_values").max
+    problems: Problems = []
+    limit = batch[0] if batch else 0
+    for key, values in (("max_sequences", [settings.max_sequences or 0]),
+                        ("decode_batches", settings.decode_batches)):  # fmt: skip
+        if any(v > limit for v in values):
+            problems.append(((key,), f"{values} is past the language profile's batch of "
+                                     f"{limit} rows (inputs_embeds max, axis 0)"))  # fmt: skip
+    top = patches[0] if patches else 0
+    if any(b > top for b in settings.vision_patch_buckets):
+        problems.append((("vision_patch_buckets",), f"{settings.vision_patch_buckets}: past "
+                         f"the vision profile's {top} patches (pixel_values max)"))  # fmt: skip
     return problems
 
 

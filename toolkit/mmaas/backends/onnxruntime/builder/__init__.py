@@ -12,7 +12,10 @@ On GPU (``build.onnxruntime.device: gpu``) the offline pass is ``basic`` whateve
 its rewrites (constant folding, Conv+BN fusion...) are provider-independent, while the
 ``extended``/``all`` fusions depend on the provider and run when the GPU session loads.
 ``target_precision: fp16`` with the CUDA provider converts that graph to fp16
-(:mod:`~mmaas.backends.onnxruntime.builder.fp16`). The GPU settings are written beside the engine
+(:mod:`~mmaas.backends.onnxruntime.builder.fp16`), unless the exporter wrote it in that type
+already (most of its floating-point weights are: a typed graph, e.g. a decoder whose KV cache
+inputs are fp16, which a conversion keeping fp32 inputs would break); ``bf16`` takes only a
+typed graph (there is no bf16 conversion). The GPU settings are written beside the engine
 as :data:`EXECUTION_FILE` (an engine data file, hashed with it), which is how the runtime
 knows to open a GPU session.
 """
@@ -20,6 +23,7 @@ knows to open a GPU session.
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Mapping
 from dataclasses import asdict
@@ -110,7 +114,16 @@ class OnnxRuntimeCompiler:
             "device": "gpu",
             "execution_accelerator": settings.gpu.accelerator,
         }
-        if request.model.precision == "fp16" and settings.gpu.accelerator == "cuda":
+        precision = request.model.precision
+        if precision in ("fp16", "bf16") and typed_graph(request.source, precision):
+            report["typed_graph"] = precision
+        elif precision == "bf16":
+            raise BuildError(
+                f"{request.source.name} is not a bf16 graph and ONNX Runtime has no bf16 "
+                "conversion; export the graph in bf16 (mmaas convert qwen2-vl --precision "
+                "bf16) or set target_precision: fp16"
+            )
+        elif precision == "fp16" and settings.gpu.accelerator == "cuda":
             from mmaas.backends.onnxruntime.builder.fp16 import convert_to_fp16
 
             block = convert_to_fp16(
@@ -138,3 +151,17 @@ class OnnxRuntimeCompiler:
     def latency_probe(self, directory: Path, manifest: Manifest) -> LatencyProbe | None:
         """None: the latency gate times ``Engine.infer`` itself (one ``session.run``)."""
         return None
+
+
+def typed_graph(source: Path, precision: str) -> bool:
+    """True when most floating-point weights of the ONNX graph ``source`` (by element count;
+    external data is not read) are already of ``precision`` (fp16 or bf16)."""
+    import onnx
+
+    wanted = {"fp16": onnx.TensorProto.FLOAT16, "bf16": onnx.TensorProto.BFLOAT16}[precision]
+    floating = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16)
+    counts = {kind: 0 for kind in floating}
+    for tensor in onnx.load(str(source), load_external_data=False).graph.initializer:
+        if tensor.data_type in counts:
+            counts[tensor.data_type] += math.prod(tensor.dims)
+    return counts[wanted] * 2 > sum(counts.values())

@@ -44,7 +44,7 @@ class OnnxRuntimeTarget:
     """The build target of the ONNX Runtime back end; see the module docstring."""
 
     name = "onnxruntime"
-    precisions = ("fp32", "tf32", "fp16", "int8")  # per device: gpu_spec.PRECISIONS
+    precisions = ("fp32", "tf32", "fp16", "bf16", "int8")  # per device: gpu_spec.PRECISIONS
     runs_on_gpu = False
     runtime_packages = ("mmaas.core", "mmaas.server", "mmaas.backends.onnxruntime.runtime")
     builder_packages = (

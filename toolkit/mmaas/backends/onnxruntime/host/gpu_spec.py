@@ -4,8 +4,9 @@ each at its key).
 
 Rules (Triton's words: an instance group of kind GPU, execution accelerators):
 
-* ``target_precision``: fp32 on CPU; fp32, tf32 or fp16 with ``cuda``; fp32, tf32, fp16
-  or int8 with ``tensorrt``; int8 needs a calibration source
+* ``target_precision``: fp32 on CPU; fp32, tf32, fp16 or bf16 with ``cuda`` (bf16: a graph
+  exported in bf16, ONNX Runtime converts none); fp32, tf32, fp16 or int8 with
+  ``tensorrt``; int8 needs a calibration source
   (``build.tensorrt.calibration_cache``, the TensorRT provider's calibration table);
 * ``execution_accelerator``, ``cuda_graphs``, ``cuda_graph_shapes`` need ``device: gpu``;
   CUDA graphs are captured by the CUDA provider (not with ``tensorrt``);
@@ -26,7 +27,7 @@ from mmaas.spec.yamlio import KeyPath
 
 PRECISIONS = {
     "cpu": ("fp32",),
-    "cuda": ("fp32", "tf32", "fp16"),
+    "cuda": ("fp32", "tf32", "fp16", "bf16"),
     "tensorrt": ("fp32", "tf32", "fp16", "int8"),
 }
 Problem = tuple[tuple[str | int, ...], str]

@@ -76,6 +76,13 @@ class OnnxRuntimeEngine:
         values = run_session(self.session, names, feeds, bfloat16=self.bfloat16)
         return {name: _from_ort(value) for name, value in zip(names, values, strict=True)}
 
+    def bind(self) -> Any:
+        """In-place runs on this session, arrays in host memory
+        (:class:`~mmaas.backends.onnxruntime.runtime.binding.OrtBoundEngine`)."""
+        from mmaas.backends.onnxruntime.runtime.binding import OrtBoundEngine
+
+        return OrtBoundEngine(self.session, "cpu")
+
 
 class OnnxRuntimeRuntime:
     """The runtime part of the ONNX Runtime back end; see the module docstring."""

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -40,12 +40,13 @@ import numpy as np
 import onnxruntime as ort
 
 from mmaas.backends.onnxruntime.runtime import graphs as cuda_graphs
+from mmaas.backends.onnxruntime.runtime.binding import OrtBoundEngine
 from mmaas.backends.onnxruntime.runtime.placement import Placement, capture_fd2, parse_placement
 from mmaas.backends.onnxruntime.runtime.providers import CPU, CUDA, TENSORRT, providers
 from mmaas.backends.onnxruntime.runtime.settings import GpuSettings
 from mmaas.core.errors import CompatibilityError
 from mmaas.core.manifest import ModelInfo
-from mmaas.core.ort_io import ORT_FATAL, session_options
+from mmaas.core.ort_io import ORT_FATAL, has_bfloat16, run_session, session_options
 from mmaas.core.samples import sample_inputs
 
 log = logging.getLogger("mmaas.server")
@@ -62,10 +63,15 @@ class GpuEngine:
         self.model = model
         self.worker = worker
         self.graphs: list[cuda_graphs.CapturedGraph] = []
-        self.plain = cuda_graphs.run_options(cuda_graphs.NO_GRAPH)
         self.facts: dict[str, Any] = {}
         self.placement = Placement()
         self.graphs_wanted = False
+        self.graph_session: Callable[[], ort.InferenceSession] | None = None
+
+    def bind(self) -> OrtBoundEngine:
+        """In-place runs (:mod:`.binding`); captures in a CUDA-graph session of their own."""
+        gpu = CUDA in self.session.get_providers()
+        return OrtBoundEngine(self.session, *(("cuda", self.graph_session) if gpu else ("cpu",)))
 
     def infer(
         self, inputs: Mapping[str, np.ndarray], outputs: Sequence[str]
@@ -78,7 +84,7 @@ class GpuEngine:
         if found is not None:
             graph, rows = found
             return graph.replay(inputs, rows, names)
-        values = self.session.run(names, dict(inputs), self.plain)
+        values = run_session(self.session, names, inputs, bfloat16=has_bfloat16(self.session))
         return dict(zip(names, values, strict=True))
 
 
@@ -129,11 +135,8 @@ def _warm_batches(engine: GpuEngine) -> None:
     opt = sample_inputs(engine.model, "opt")
     for rows in range(1, batch + 1):
         engine.infer({n: np.resize(a, (rows, *a.shape[1:])) for n, a in opt.items()}, names)
-    log.info(
-        "batch sizes 1-%d warmed up at the opt shape (%.0f ms)",
-        batch,
-        (time.perf_counter() - started) * 1000,
-    )
+    log.info("batch sizes 1-%d warmed up at the opt shape (%.0f ms)", batch,
+             (time.perf_counter() - started) * 1000)  # fmt: skip
 
 
 class _NotActive(Exception):
@@ -169,6 +172,7 @@ def _checked(
     engine.placement = placement
     engine.graphs_wanted = graphs
     engine.facts = {"providers": session.get_providers(), "placement": placement.nodes}
+    engine.graph_session = lambda: _session(path, model, gpu, True, cache_dir, False)[0]
     return engine
 
 

@@ -1,6 +1,7 @@
 """The qwen2-vl convert part (``mmaas convert qwen2-vl OUT_DIR``): a Qwen2-VL checkpoint -> a
-model directory the qwen2-vl pipeline builds from, from the small random seeded checkpoint
-(default) or a real one (``--checkpoint DIR``).
+model directory the qwen2-vl pipeline builds from, from a random seeded checkpoint of a
+published configuration (``--config small``, the default, or ``2b``) or a real one
+(``--checkpoint DIR``), for the CPU (FP32) or a GPU (``--device gpu --precision bf16|fp16``).
 
 Writes into ``OUT_DIR``, each file atomically:
 
@@ -10,8 +11,10 @@ Writes into ``OUT_DIR``, each file atomically:
                               Qwen2VLForConditionalGeneration load it
     qwen2_vl_vision.onnx      the vision encoder (pixel_values, grid_thw -> image_embeds),
                               CUDA-graph capturable (no shape arithmetic on grid_thw)
-    qwen2_vl_language.onnx    the Qwen2 decoder with an explicit KV cache and M-RoPE ids
+    qwen2_vl_language.onnx    the Qwen2 decoder over an in-place KV cache (GroupQueryAttention),
+                              in the target precision, its cache ``context`` tokens a row
     embed_tokens.npy          FP32 [vocab, hidden], the text-token embedding table
+    language_gate.npz         the FP32 reference generation of the build's generation gate
     tokenizer.json            the checkpoint's tokenizer, for the ``tokenizers`` library
     runtime.json              :class:`mmaas.pipelines.qwen2_vl.config.RuntimeConfig`
     model.yaml                the spec for these engines and the served profile
@@ -22,8 +25,10 @@ chunked points; ``full_validation`` adds the profile's largest points (slow on 2
 
 The conversion is current when runtime.json carries the digest of this package's code
 (:func:`code_digest`) and every file is there; ``if_stale`` then does nothing (set-up runs
-so). With a real checkpoint each part runs in its own process (a 2B conversion needs 15-23
-GB for the language graph alone). torch and transformers are imported only to convert.
+so). Past the small checkpoint each part runs in its own process (a 2B conversion holds the
+FP32 model, 9 GB, per part, and the vision export needs about 20 GB more): it runs on a host
+with 32 GB or more (the GPU host, 128 GB; a 24 GB development machine does not hold it).
+torch and transformers are imported only to convert.
 """
 
 from __future__ import annotations
@@ -48,9 +53,10 @@ from mmaas.pipelines.qwen2_vl.export.spec_file import Profile
 PACKAGE = Path(__file__).resolve().parent.parent  # mmaas/pipelines/qwen2_vl
 CODE = ("config.py", "convert/*.py", "export/*.py")  # what the converted files depend on
 FILES = ("qwen2_vl_vision.onnx", "qwen2_vl_language.onnx", "embed_tokens.npy",
-         "tokenizer.json", "runtime.json", "model.yaml")  # fmt: skip
+         "tokenizer.json", "runtime.json", "language_gate.npz", "model.yaml")  # fmt: skip
 PARTS = ("vision", "language", "side")
-SMALL = "the small random seeded checkpoint"
+SEEDED = {"small": "the small random seeded checkpoint",
+          "2b": "a random seeded checkpoint of Qwen2-VL-2B's configuration"}  # fmt: skip
 CHILD = (
     "import pickle, sys\n"
     "from mmaas.pipelines.qwen2_vl.convert.converter import run_part\n"
@@ -70,8 +76,11 @@ class ConvertOptions:
 
     Attributes:
         out_dir: the model directory to write.
-        checkpoint: a real Qwen2-VL checkpoint folder; None: the small seeded checkpoint.
-        seed, init_std: the small checkpoint's weights (None: checkpoint.SEED, INIT_STD).
+        checkpoint: a real Qwen2-VL checkpoint folder; None: a seeded one of ``config``.
+        config: the seeded checkpoint's published configuration (``small``, ``2b``).
+        device, precision: where the engines run (cpu: fp32; gpu: fp16 or bf16).
+        seed, init_std: the seeded checkpoint's weights (None: checkpoint.SEED, the
+            configuration's std).
         profile: the served limits the engines and model.yaml are made for.
         validation: "skip", "default" or "full" (adds the profile's largest points).
         if_stale: do nothing when ``out_dir`` holds a current conversion.
@@ -80,6 +89,9 @@ class ConvertOptions:
 
     out_dir: Path
     checkpoint: Path | None = None
+    config: str = "small"
+    device: str = "cpu"
+    precision: str = "fp32"
     seed: int | None = None
     init_std: float | None = None
     profile: Profile = field(default_factory=Profile)
@@ -121,8 +133,7 @@ class Qwen2VLConverter:
                 checkpoints.copy_real(options.checkpoint, target)
             else:
                 seed = checkpoints.SEED if options.seed is None else options.seed
-                std = checkpoints.INIT_STD if options.init_std is None else options.init_std
-                checkpoints.write_small(target, seed, std)
+                checkpoints.write_seeded(target, options.config, seed, options.init_std)
             say(f"checkpoint {target} in {time.perf_counter() - started:.1f} s")
             if options.broken_trace:
                 from mmaas.pipelines.qwen2_vl.export.vision import export_broken_trace
@@ -132,7 +143,7 @@ class Qwen2VLConverter:
                 )
             else:
                 for part in PARTS:
-                    if options.checkpoint:  # own process each: RAM (see the module docstring)
+                    if options.checkpoint or options.config != "small":  # RAM: module doc
                         _in_child(part, options)
                     else:
                         run_part(part, options, say)
@@ -156,7 +167,14 @@ def run_part(part: str, options: ConvertOptions, say: Say, child: bool = False) 
 
 def _run_part(part: str, options: ConvertOptions, say: Say) -> None:
     from mmaas.pipelines.qwen2_vl.convert import checkpoint, tokenizer
-    from mmaas.pipelines.qwen2_vl.export import language, side_files, spec_file, validate, vision
+    from mmaas.pipelines.qwen2_vl.export import (
+        gate,
+        language,
+        side_files,
+        spec_file,
+        validate,
+        vision,
+    )
 
     started, out, profile = time.perf_counter(), options.out_dir, options.profile
     source = out / "checkpoint"
@@ -166,9 +184,11 @@ def _run_part(part: str, options: ConvertOptions, say: Say) -> None:
         config = side_files.write_side_files(source, out, model, profile, code_digest())
         say(f"wrote embed_tokens.npy, tokenizer.json, runtime.json: {config.prompt}")
         sizes = language.dims(model.model.language_model.config)
-        what = str(options.checkpoint) if options.checkpoint else SMALL
-        atomic_write_text(out / "model.yaml", spec_file.render(*sizes, profile, what))
+        what = str(options.checkpoint) if options.checkpoint else SEEDED[options.config]
+        target = spec_file.Target(options.device, options.precision)
+        atomic_write_text(out / "model.yaml", spec_file.render(*sizes, profile, what, target))
         say(f"wrote {out / 'model.yaml'}")
+        say(gate.write_gate_samples(source, out / "language_gate.npz", out / "pictures"))
         if options.validation != "skip":
             samples = tokenizer.training_files()[-3:]
             lines = [validate.validate_tokenizer(source, samples)]
@@ -178,15 +198,17 @@ def _run_part(part: str, options: ConvertOptions, say: Say) -> None:
             vision.export_vision(model.model.visual, path)
             grids = validate.vision_grid_sets(profile.max_patches, profile.max_images)
         else:
-            language.export_language(model, path)
-            points = validate.language_points(profile.context, profile.decode_batch)
+            language.export_language(model, path, options.precision, profile.context)
+            points = validate.language_points(profile.prefill_chunk, profile.decode_batch)
         say(f"exported {path.name} ({path.stat().st_size / 1e6:.1f} MB)")
         if options.validation != "skip":
             full = options.validation == "full"
             lines = (
                 validate.validate_vision(path, model.model.visual, grids if full else grids[:-1])
                 if part == "vision"
-                else validate.validate_language(path, model, points if full else points[:-1])
+                else validate.validate_language(
+                    model, profile.context, points if full else points[:-1]
+                )
             )
     for line in lines:
         say(f"  {line}")

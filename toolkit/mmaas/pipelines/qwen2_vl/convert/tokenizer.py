@@ -1,6 +1,11 @@
-"""The small checkpoint's tokenizer: a byte-level BPE trained with the ``tokenizers`` library
+"""The seeded checkpoints' tokenizer: a byte-level BPE trained with the ``tokenizers`` library
 on Python's own standard-library sources, with exactly Qwen2's pipeline and Qwen2-VL's 14
 special tokens (nothing can be downloaded here, so the real vocabulary cannot be used).
+
+The small checkpoint's special tokens follow its 3986 regular tokens. A real-size one's sit
+at Qwen2-VL's real ids (151643 onwards): the ids between are placeholder tokens no merge
+makes (``<|reserved_N|>``: never produced by encoding, decoded as their text), so the
+regular vocabulary has the real 151643 entries.
 
 Why the pipeline must be Qwen2's (NFC, Qwen2's split regex "isolated", byte-level without
 prefix space or regex, byte-level decoder): transformers 5's ``Qwen2Tokenizer`` rebuilds
@@ -12,6 +17,7 @@ would make the two tokenize differently. The export's validation
 
 from __future__ import annotations
 
+import json
 import sysconfig
 from pathlib import Path
 
@@ -105,10 +111,11 @@ def qwen2_pipeline(model: BPE) -> Tokenizer:
     return tokenizer
 
 
-def build_tokenizer() -> Tokenizer:
-    """Train the BPE (:data:`BPE_VOCAB` tokens, all 256 bytes included) and append the
-    special tokens at ids ``BPE_VOCAB`` onwards in Qwen2's order. Deterministic for the
-    same Python standard library.
+def build_tokenizer(regular: int = BPE_VOCAB) -> Tokenizer:
+    """Train the BPE (:data:`BPE_VOCAB` tokens, all 256 bytes included), pad the vocabulary
+    with placeholders to ``regular`` tokens, and append the special tokens at ids
+    ``regular`` onwards in Qwen2's order. Deterministic for the same Python standard
+    library.
 
     Raises:
         TokenizerError: the training gave another vocabulary size or token ids.
@@ -132,21 +139,26 @@ def build_tokenizer() -> Tokenizer:
     tokenizer.train(training_files(), trainer)
     if tokenizer.get_vocab_size() != BPE_VOCAB:
         raise TokenizerError(f"BPE training gave {tokenizer.get_vocab_size()}, not {BPE_VOCAB}")
+    if regular > BPE_VOCAB:
+        data = json.loads(tokenizer.to_str())
+        data["model"]["vocab"].update({f"<|reserved_{i}|>": i for i in range(BPE_VOCAB, regular)})
+        tokenizer = Tokenizer.from_str(json.dumps(data))
     tokenizer.add_special_tokens(
         [AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS]
     )
     for token in SPECIAL_TOKENS:
-        if tokenizer.token_to_id(token) != token_id(token):
+        if tokenizer.token_to_id(token) != token_id(token, regular):
             raise TokenizerError(f"{token} got id {tokenizer.token_to_id(token)}")
     return tokenizer
 
 
-def token_id(token: str) -> int:
-    """The id a special token has in the small tokenizer (and in its config.json)."""
-    return BPE_VOCAB + SPECIAL_TOKENS.index(token)
+def token_id(token: str, regular: int = BPE_VOCAB) -> int:
+    """The id a special token has in a tokenizer of ``regular`` regular tokens (and in its
+    checkpoint's config.json)."""
+    return regular + SPECIAL_TOKENS.index(token)
 
 
-def tokenizer_config() -> dict[str, object]:
+def tokenizer_config(regular: int = BPE_VOCAB) -> dict[str, object]:
     """tokenizer_config.json as Qwen2-VL-Instruct's, for transformers 5: Qwen2Tokenizer,
     eos ``<|im_end|>``, pad ``<|endoftext|>``, no bos, every added token special, the
     chat template."""
@@ -162,7 +174,7 @@ def tokenizer_config() -> dict[str, object]:
         "split_special_tokens": False,
         "model_max_length": 32768,
         "added_tokens_decoder": {
-            str(token_id(t)): {
+            str(token_id(t, regular)): {
                 "content": t,
                 "lstrip": False,
                 "normalized": False,

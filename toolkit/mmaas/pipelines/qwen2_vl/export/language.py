@@ -1,20 +1,25 @@
-"""The language graph: the Qwen2 decoder of Qwen2-VL with an explicit KV cache.
+"""The language graph: the Qwen2 decoder of Qwen2-VL written as ONNX around ONNX Runtime's
+``com.microsoft`` GroupQueryAttention, so that the KV cache is read and written in place (the
+interface and its modes: :mod:`mmaas.core.decoder`).
 
-One graph serves prefill (seq > 1, past 0), decode (seq 1, past > 0), chunked prefill and
-left-padded batches; names follow HF optimum / onnxruntime-genai:
+Written node by node from the checkpoint's weights (no trace: nothing is baked at a traced
+length, and a 28-layer model is written in seconds), in one compute type: ``fp32`` (the CPU
+engine, equal to transformers in FP32), ``fp16`` or ``bf16`` (the GPU engines: weights, cache
+and activations in that type; RMSNorm statistics, rotary tables and logits in FP32). Per layer:
 
-    inputs_embeds                  FP32  [batch, seq, hidden]
-    attention_mask                 INT64 [batch, total]   total = past + seq; 1 attend, 0 pad
-    position_ids                   INT64 [3, batch, seq]  M-RoPE (t, h, w)
-    past_key_values.{i}.key/value  FP32  [batch, kv_heads, past, head_dim]
-    -> logits                      FP32  [batch, 1, vocab]  (the last position only)
-       present.{i}.key/value       FP32  [batch, kv_heads, past + seq, head_dim]
+    SkipSimplifiedLayerNormalization (residual add + RMSNorm) -> one q|k|v MatMul + bias ->
+    RotaryEmbedding on q and k -> GroupQueryAttention (past = present, in place) -> o_proj ->
+    SkipSimplifiedLayerNormalization -> gate|up MatMul -> SiLU(gate) * up -> down MatMul
 
-Why one graph (not a prefill and a decode graph): the weights exist once (on disk, in the
-engine cache, in memory); one engine entry and hash; chunked prefill comes free. For
-TensorRT the same graph takes two optimization profiles (prefill, decode) in one engine.
-The mask's length is its own dimension ``total`` (torch.export takes no sum of two Dims);
-the graph is only valid when total = past + seq, which the runtime guarantees.
+Rotary (C44): the M-RoPE angles are computed per token from ``position_ids`` (never a table
+cut at a traced length): frequency j uses the position of axis a(j) (``mrope_section``, e.g.
+[16, 24, 24]: j < 16 the time axis, then height, then width), exactly transformers'
+``position_ids.float() * inv_freq`` picked by section; the per-token cos/sin rows are the
+RotaryEmbedding op's cache, indexed by each token's row number. GroupQueryAttention's
+``total_sequence_length`` (a host-side input of its CUDA kernel) is computed from shapes
+alone: ``seq`` for a batch of new prompts, the capacity otherwise, so the graph has no
+host-to-device copy and a decode step can be captured as a CUDA graph. The logits are
+computed only at ``logits_index`` of each row, then the top candidates (TopK).
 """
 
 from __future__ import annotations
@@ -22,99 +27,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import torch
-from transformers import Qwen2VLForConditionalGeneration
-from transformers.models.qwen2_vl.modeling_qwen2_vl import apply_rotary_pos_emb
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
 
-from mmaas.pipelines.qwen2_vl.export.onnx_io import save_program
+from mmaas.core import decoder
+from mmaas.pipelines.qwen2_vl.export.onnx_io import save_model
 
+DTYPES = {"fp32": TensorProto.FLOAT, "fp16": TensorProto.FLOAT16, "bf16": TensorProto.BFLOAT16}
 OPSET = 18
-MASK_MIN = torch.finfo(torch.float32).min
-
-
-class KVCacheDecoder(torch.nn.Module):
-    """Qwen2VLTextModel + lm_head as one step over an explicit KV cache, from transformers'
-    own modules (same weights, RMSNorm, rotary and MLP code), with attention written out
-    (MatMul -> Add(mask) -> Softmax -> MatMul) so the graph needs no cache object.
-
-    The query at step position i sits at cache slot past + i and attends to the slots
-    j <= past + i whose attention_mask is 1 (the most negative float elsewhere, so a fully
-    masked padding row gives no NaN). GQA by reshaping the queries to [B, kv, groups, S, D]:
-    keys and values are broadcast, never copied."""
-
-    def __init__(self, model: Qwen2VLForConditionalGeneration) -> None:
-        super().__init__()
-        self.text = model.model.language_model
-        self.lm_head = model.lm_head
-        config = self.text.config
-        self.num_heads = config.num_attention_heads
-        self.kv_heads = config.num_key_value_heads
-        self.head_dim = config.hidden_size // config.num_attention_heads
-
-    def attention(
-        self, layer: Any, hidden: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-        bias: torch.Tensor, past_k: torch.Tensor, past_v: torch.Tensor,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
-        """One layer's self-attention -> (output [B, S, H], present key, present value)."""
-        attn = layer.self_attn
-        batch, seq, _ = hidden.shape
-        q = attn.q_proj(hidden).view(batch, seq, self.num_heads, self.head_dim).transpose(1, 2)
-        k = attn.k_proj(hidden).view(batch, seq, self.kv_heads, self.head_dim).transpose(1, 2)
-        v = attn.v_proj(hidden).view(batch, seq, self.kv_heads, self.head_dim).transpose(1, 2)
-        q, k = apply_rotary_pos_emb(q, k, cos, sin)
-        k = torch.cat([past_k, k], dim=2)
-        v = torch.cat([past_v, v], dim=2)
-        groups = self.num_heads // self.kv_heads
-        q = q.reshape(batch, self.kv_heads, groups, seq, self.head_dim)
-        scores = torch.matmul(q * attn.scaling, k.unsqueeze(2).transpose(-1, -2)) + bias
-        out = torch.matmul(torch.softmax(scores, dim=-1), v.unsqueeze(2))
-        out = out.reshape(batch, self.num_heads, seq, self.head_dim).transpose(1, 2)
-        return attn.o_proj(out.reshape(batch, seq, -1)), k, v
-
-    def forward(
-        self,
-        inputs_embeds: torch.Tensor,
-        attention_mask: torch.Tensor,
-        position_ids: torch.Tensor,
-        *past: torch.Tensor,
-    ) -> tuple[torch.Tensor, ...]:
-        """See the module docstring for shapes; returns (logits, *presents)."""
-        seq = inputs_embeds.shape[1]
-        total = attention_mask.shape[1]
-        query_slot = torch.arange(seq, device=inputs_embeds.device) + (total - seq)
-        key_slot = torch.arange(total, device=inputs_embeds.device)
-        visible = (key_slot[None, :] <= query_slot[:, None])[None, :, :] & (
-            attention_mask[:, None, :] > 0
-        )
-        bias = torch.where(visible, 0.0, MASK_MIN)[:, None, None, :, :]  # [B, 1, 1, S, T]
-        cos, sin = self.text.rotary_emb(inputs_embeds, position_ids)
-        hidden = inputs_embeds
-        presents: list[torch.Tensor] = []
-        for index, layer in enumerate(self.text.layers):
-            attended, k, v = self.attention(
-                layer,
-                layer.input_layernorm(hidden),
-                cos,
-                sin,
-                bias,
-                past[2 * index],
-                past[2 * index + 1],
-            )
-            hidden = hidden + attended
-            hidden = hidden + layer.mlp(layer.post_attention_layernorm(hidden))
-            presents += [k, v]
-        last = self.text.norm(hidden[:, -1:, :])
-        return (self.lm_head(last), *presents)
-
-
-def language_names(num_layers: int) -> tuple[list[str], list[str]]:
-    """Input and output names of the language graph, in order."""
-    inputs = ["inputs_embeds", "attention_mask", "position_ids"]
-    outputs = ["logits"]
-    for i in range(num_layers):
-        inputs += [f"past_key_values.{i}.key", f"past_key_values.{i}.value"]
-        outputs += [f"present.{i}.key", f"present.{i}.value"]
-    return inputs, outputs
+MS = "com.microsoft"
 
 
 def dims(config: Any) -> tuple[int, int, int, int]:
@@ -123,48 +45,213 @@ def dims(config: Any) -> tuple[int, int, int, int]:
     return config.num_hidden_layers, config.num_key_value_heads, head_dim, config.hidden_size
 
 
-def language_sample(
-    config: Any, batch: int, seq: int, past: int, seed: int = 0, pad: int = 0
-) -> list[torch.Tensor]:
-    """Random inputs of the language graph; the first ``pad`` cache slots of batch row 0
-    are left padding (mask 0). Positions increase, with t/h/w differing."""
-    g = torch.Generator().manual_seed(seed)
-    layers, kv, head_dim, hidden = dims(config)
-    embeds = torch.randn(batch, seq, hidden, generator=g) * 0.1
-    mask = torch.ones(batch, past + seq, dtype=torch.int64)
-    mask[0, :pad] = 0
-    base = torch.arange(past, past + seq).expand(3, batch, seq).clone()
-    position_ids = base + torch.randint(0, 5, (3, batch, 1), generator=g)
-    tensors = [embeds, mask, position_ids]
-    for _ in range(2 * layers):
-        tensors.append(torch.randn(batch, kv, past, head_dim, generator=g))
-    return tensors
+def initializer(name: str, array: np.ndarray, dtype: int) -> TensorProto:
+    """An FP32 ``array`` as a tensor of ``dtype`` (bf16: rounded to nearest even)."""
+    array = np.ascontiguousarray(array, np.float32)
+    if dtype == TensorProto.FLOAT16:
+        return numpy_helper.from_array(array.astype(np.float16), name)
+    if dtype == TensorProto.BFLOAT16:
+        bits = array.view(np.uint32).astype(np.uint64)
+        words = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+        tensor = TensorProto(name=name, data_type=TensorProto.BFLOAT16, dims=array.shape)
+        tensor.raw_data = words.tobytes()
+        return tensor
+    return numpy_helper.from_array(array, name)
 
 
-def export_language(model: Qwen2VLForConditionalGeneration, output: Path) -> None:
-    """torch.onnx.export(dynamo=True), batch, seq, past and total symbolic (the sample has
-    batch 2, seq 3, past 5: torch.export would specialise 0 and 1); written atomically."""
+class Graph:
+    """Nodes and initializers of one graph, with fresh value names."""
+
+    def __init__(self, dtype: int) -> None:
+        self.dtype = dtype
+        self.nodes: list[onnx.NodeProto] = []
+        self.weights: list[TensorProto] = []
+        self.consts: set[str] = set()
+        self.count = 0
+
+    def op(self, kind: str, inputs: list[str], outputs: int = 1, domain: str = "",
+           **attrs: Any) -> Any:  # fmt: skip
+        """Add a node; returns its output name (or names, when ``outputs`` > 1)."""
+        self.count += 1
+        names = [f"{kind.lower()}_{self.count}_{i}" for i in range(outputs)]
+        self.nodes.append(helper.make_node(kind, inputs, names, domain=domain or None, **attrs))
+        return names[0] if outputs == 1 else names
+
+    def weight(self, name: str, array: np.ndarray, dtype: int | None = None) -> str:
+        """An initializer in the compute type (or ``dtype``)."""
+        self.weights.append(initializer(name, array, self.dtype if dtype is None else dtype))
+        return name
+
+    def const(self, name: str, array: np.ndarray) -> str:
+        """An exact initializer (integers, FP32 tables), added once per name."""
+        if name not in self.consts:
+            self.consts.add(name)
+            self.weights.append(numpy_helper.from_array(np.asarray(array), name))
+        return name
+
+    def shape_facts(self) -> tuple[str, str, str]:
+        """(batch, seq, batch * seq): INT64 scalars computed from ``inputs_embeds``'s shape
+        (host-side shape arithmetic in ONNX Runtime, never copied to the device)."""
+        shape = self.op("Shape", [decoder.EMBEDS])
+        batch = self.op("Gather", [shape, self.const("axis0", np.array(0, np.int64))], axis=0)
+        seq = self.op("Gather", [shape, self.const("axis1", np.array(1, np.int64))], axis=0)
+        return batch, seq, self.op("Mul", [batch, seq])
+
+
+def rotary_tables(g: Graph, config: Any, head_dim: int, facts: tuple[str, str, str]
+                  ) -> tuple[str, str, str]:  # fmt: skip
+    """(cos, sin, row ids): per token, cos/sin [batch * seq, head_dim / 2] in the compute type
+    and RotaryEmbedding's position ids INT64 [batch, seq] = each token's row number. The
+    axis of each frequency is picked by a 0/1 mask and a sum (elementwise: exact, where a
+    MatMul could run in TF32 on a GPU and round positions past 2048)."""
+    rope = config.rope_parameters
+    half = head_dim // 2
+    exponent = np.arange(0, head_dim, 2, dtype=np.float32) / head_dim
+    inv_freq = (1.0 / (rope["rope_theta"] ** exponent)).astype(np.float32)
+    axis = np.repeat(np.arange(3), rope["mrope_section"])[:half]  # frequency -> its axis
+    mask = (axis[None, :] == np.arange(3)[:, None]).astype(np.float32)[:, None, None, :]
+    positions = g.op("Unsqueeze", [g.op("Cast", [decoder.POSITIONS], to=TensorProto.FLOAT),
+                                   g.const("last_axis", np.array([-1], np.int64))])  # fmt: skip
+    axis0 = g.const("axis0_list", np.array([0], np.int64))
+    scaled = g.op("Mul", [positions, g.const("rope_axis_mask", mask)])
+    picked = g.op("ReduceSum", [scaled, axis0], keepdims=0)
+    angles = g.op("Mul", [picked, g.const("rope_inv_freq", inv_freq)])  # [B, S, half]
+    flat = g.op("Reshape", [angles, g.const("rope_rows", np.array([-1, half], np.int64))])
+    cos, sin = (g.op("Cast", [g.op(f, [flat])], to=g.dtype) for f in ("Cos", "Sin"))
+    batch, seq, rows = facts
+    ids = g.op("Range", [g.const("zero", np.array(0, np.int64)), rows,
+                         g.const("one", np.array(1, np.int64))])  # fmt: skip
+    batch_seq = g.op("Concat", [g.op("Unsqueeze", [x, axis0]) for x in (batch, seq)], axis=0)
+    return cos, sin, g.op("Reshape", [ids, batch_seq])
+
+
+def total_length(g: Graph, capacity: int, facts: tuple[str, str, str]) -> str:
+    """GroupQueryAttention's total_sequence_length INT32 scalar, from shapes alone: seq when
+    batch > 1 and seq > 1 (new prompts), else the capacity (decode, continued prompt)."""
+    batch, seq, _ = facts
+    one = g.const("one", np.array(1, np.int64))
+    prompts = g.op("And", [g.op("Greater", [batch, one]), g.op("Greater", [seq, one])])
+    total = g.op("Where", [prompts, seq, g.const("capacity", np.array(capacity, np.int64))])
+    return g.op("Cast", [total], to=TensorProto.INT32)
+
+
+def layer(g: Graph, i: int, weights: dict[str, np.ndarray], config: Any, hidden: str,
+          residual: str | None, tables: tuple[str, str, str], total: str
+          ) -> tuple[str, str]:  # fmt: skip
+    """One decoder layer; returns (the MLP's output, the residual stream before it is added)."""
+    p, eps = f"model.language_model.layers.{i}.", config.rms_norm_eps
+    heads, kv, width = config.num_attention_heads, config.num_key_value_heads, config.hidden_size
+    head_dim = width // heads
+    if residual is None:
+        normed = g.op("SimplifiedLayerNormalization",
+                      [hidden, g.weight(f"{p}input_norm", weights[f"{p}input_layernorm.weight"])],
+                      axis=-1, epsilon=eps, stash_type=1)  # fmt: skip
+        residual = hidden
+    else:
+        normed, _, _, residual = g.op(
+            "SkipSimplifiedLayerNormalization",
+            [hidden, residual, g.weight(f"{p}input_norm", weights[f"{p}input_layernorm.weight"])],
+            outputs=4,
+            domain=MS,
+            epsilon=eps,
+        )
+    a = f"{p}self_attn."
+    qkv_w = np.concatenate([weights[f"{a}{n}_proj.weight"] for n in "qkv"]).T
+    qkv_b = np.concatenate([weights[f"{a}{n}_proj.bias"] for n in "qkv"])
+    qkv = g.op("Add", [g.op("MatMul", [normed, g.weight(f"{p}qkv", qkv_w)]),
+                       g.weight(f"{p}qkv_bias", qkv_b)])  # fmt: skip
+    sizes = g.const(f"{p}qkv_split", np.array([heads * head_dim, kv * head_dim, kv * head_dim]))
+    q, k, v = g.op("Split", [qkv, sizes], outputs=3, axis=-1)
+    cos, sin, ids = tables
+    q, k = (g.op("RotaryEmbedding", [x, ids, cos, sin], domain=MS, num_heads=n, interleaved=0)
+            for x, n in ((q, heads), (k, kv)))  # fmt: skip
+    past_k, past_v = decoder.past_names(i + 1)[-2:]
+    attended, _, _ = g.op(
+        "GroupQueryAttention",
+        [q, k, v, past_k, past_v, decoder.SEQLENS, total],
+        outputs=3,
+        domain=MS,
+        num_heads=heads,
+        kv_num_heads=kv,
+    )
+    g.nodes[-1].output[1:] = decoder.present_names(i + 1)[-2:]
+    attn_out = g.op("MatMul", [attended, g.weight(f"{p}o", weights[f"{a}o_proj.weight"].T)])
+    normed, _, _, residual = g.op(
+        "SkipSimplifiedLayerNormalization",
+        [attn_out, residual,
+         g.weight(f"{p}post_norm", weights[f"{p}post_attention_layernorm.weight"])],
+        outputs=4, domain=MS, epsilon=eps,
+    )  # fmt: skip
+    m = f"{p}mlp."
+    gate_up_w = np.concatenate([weights[f"{m}gate_proj.weight"], weights[f"{m}up_proj.weight"]]).T
+    gate, up = g.op("Split", [g.op("MatMul", [normed, g.weight(f"{p}gate_up", gate_up_w)])],
+                    outputs=2, axis=-1, num_outputs=2)  # fmt: skip
+    act = g.op("Mul", [g.op("Mul", [gate, g.op("Sigmoid", [gate])]), up])
+    return g.op("MatMul", [act, g.weight(f"{p}down", weights[f"{m}down_proj.weight"].T)]), residual
+
+
+def build_language(model: Any, precision: str, capacity: int) -> onnx.ModelProto:
+    """The language graph of a loaded ``Qwen2VLForConditionalGeneration`` (FP32 weights) in
+    ``precision`` with a KV cache of ``capacity`` tokens per row."""
     config = model.model.language_model.config
-    inputs, outputs = language_names(config.num_hidden_layers)
-    batch = torch.export.Dim("batch", min=1, max=64)
-    seq = torch.export.Dim("seq", min=1, max=32768)
-    past = torch.export.Dim("past", min=0, max=32768)
-    total = torch.export.Dim("total", min=1, max=65536)
-    dynamic = (
-        {0: batch, 1: seq},
-        {0: batch, 1: total},
-        {1: batch, 2: seq},
-        tuple({0: batch, 2: past} for _ in range(2 * config.num_hidden_layers)),
-    )
-    decoder = KVCacheDecoder(model).eval()
-    program = torch.onnx.export(
-        decoder,
-        tuple(language_sample(config, batch=2, seq=3, past=5)),
-        dynamo=True,
-        input_names=inputs,
-        output_names=outputs,
-        dynamic_shapes=dynamic,
-        opset_version=OPSET,
-        verbose=False,
-    )
-    save_program(program, output, sum(p.numel() * 4 for p in decoder.parameters()))
+    layers, _, head_dim, width = dims(config)
+    dtype = DTYPES[precision]
+    weights = {name: t.detach().float().numpy() for name, t in model.state_dict().items()}
+    g = Graph(dtype)
+    facts = g.shape_facts()
+    tables = rotary_tables(g, config, head_dim, facts)
+    total = total_length(g, capacity, facts)
+    hidden = g.op("Cast", [decoder.EMBEDS], to=dtype)
+    residual: str | None = None
+    for i in range(layers):
+        hidden, residual = layer(g, i, weights, config, hidden, residual, tables, total)
+    assert residual is not None
+    flat = g.op("Reshape", [g.op("Add", [hidden, residual]),
+                            g.const("rows_by_width", np.array([-1, width], np.int64))])  # fmt: skip
+    _, seq, rows = facts
+    starts = g.op("Range", [g.const("zero", np.array(0, np.int64)), rows, seq])  # b * seq
+    picked = g.op("Gather", [flat, g.op("Add", [starts, decoder.LOGITS_INDEX])], axis=0)
+    final = g.op("SimplifiedLayerNormalization",
+                 [picked, g.weight("final_norm", weights["model.language_model.norm.weight"])],
+                 axis=-1, epsilon=config.rms_norm_eps, stash_type=1)  # fmt: skip
+    head = weights.get("lm_head.weight", weights["model.language_model.embed_tokens.weight"])
+    logits = g.op("MatMul", [final, g.weight("lm_head", head.T)])
+    g.nodes.append(helper.make_node("Cast", [logits], [decoder.LOGITS], to=TensorProto.FLOAT))
+    g.nodes.append(helper.make_node("TopK", [decoder.LOGITS, g.const("top_k", np.array(
+        [decoder.TOP_K], np.int64))], [decoder.TOP_LOGITS, decoder.TOP_IDS], axis=-1))  # fmt: skip
+    return helper.make_model(
+        helper.make_graph(g.nodes, "qwen2_vl_language", _inputs(config, dtype, capacity),
+                          _outputs(config, dtype, capacity), g.weights),
+        opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid(MS, 1)],
+        producer_name="mmaas",
+    )  # fmt: skip
+
+
+def _inputs(config: Any, dtype: int, capacity: int) -> list[onnx.ValueInfoProto]:
+    layers, kv, head_dim, width = dims(config)
+    info = helper.make_tensor_value_info
+    return [
+        info(decoder.EMBEDS, TensorProto.FLOAT, ["batch", "seq", width]),
+        info(decoder.POSITIONS, TensorProto.INT64, [3, "batch", "seq"]),
+        info(decoder.SEQLENS, TensorProto.INT32, ["batch"]),
+        info(decoder.LOGITS_INDEX, TensorProto.INT64, ["batch"]),
+        *(info(n, dtype, ["batch", kv, capacity, head_dim]) for n in decoder.past_names(layers)),
+    ]
+
+
+def _outputs(config: Any, dtype: int, capacity: int) -> list[onnx.ValueInfoProto]:
+    layers, kv, head_dim, _ = dims(config)
+    info = helper.make_tensor_value_info
+    top: list[str | int] = ["batch", decoder.TOP_K]
+    return [
+        info(decoder.LOGITS, TensorProto.FLOAT, ["batch", config.vocab_size]),
+        info(decoder.TOP_LOGITS, TensorProto.FLOAT, top),
+        info(decoder.TOP_IDS, TensorProto.INT64, top),
+        *(info(n, dtype, ["batch", kv, capacity, head_dim]) for n in decoder.present_names(layers)),
+    ]
+
+
+def export_language(model: Any, output: Path, precision: str, capacity: int) -> None:
+    """Write the language graph (:func:`build_language`) atomically; weights past protobuf's
+    limit go to ``<name>.data`` beside it."""
+    save_model(build_language(model, precision, capacity), output)

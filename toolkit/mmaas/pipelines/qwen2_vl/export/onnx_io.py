@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,19 +26,41 @@ def atomic_write(path: Path, data: bytes) -> None:
 
 
 def save_program(program: Any, output: Path, weight_bytes: int) -> list[Path]:
-    """Save a ``torch.onnx.ONNXProgram`` atomically: weights inline below protobuf's limit,
-    else beside the graph as ``<name>.data`` (ONNX external data, which must travel with
-    the .onnx). The data file is renamed first, the .onnx last. Returns the written paths.
-    A stale ``<name>.data`` from an earlier large export is removed. Each node's stack
-    trace (:data:`STACK_TRACE`) is dropped, so the bytes do not depend on where the code
-    lies."""
+    """Save a ``torch.onnx.ONNXProgram`` atomically (:func:`_save_atomically`). Each node's
+    stack trace (:data:`STACK_TRACE`) is dropped, so the bytes do not depend on where the
+    code lies."""
     for node in program.model.graph.all_nodes():
         node.metadata_props.pop(STACK_TRACE, None)
-    output.parent.mkdir(parents=True, exist_ok=True)
     external = weight_bytes >= PROTOBUF_LIMIT
+    return _save_atomically(
+        output, external, lambda path: program.save(str(path), external_data=external)
+    )
+
+
+def save_model(model: Any, output: Path) -> list[Path]:
+    """Save an ``onnx.ModelProto`` atomically (:func:`_save_atomically`), its initializers
+    in ``<name>.data`` when they pass protobuf's limit."""
+    import onnx
+
+    external = sum(len(t.raw_data) for t in model.graph.initializer) >= PROTOBUF_LIMIT
+
+    def write(path: Path) -> None:
+        onnx.save_model(model, str(path), save_as_external_data=external,
+                        location=f"{output.name}.data", size_threshold=1024)  # fmt: skip
+
+    return _save_atomically(output, external, write)
+
+
+def _save_atomically(output: Path, external: bool, write: Callable[[Path], None]) -> list[Path]:
+    """Write a graph with ``write(path)`` into a temp folder beside ``output``: weights inline
+    below protobuf's limit, else beside the graph as ``<name>.data`` (ONNX external data,
+    which must travel with the .onnx). The data file is renamed first, the .onnx last.
+    Returns the written paths. A stale ``<name>.data`` from an earlier large export is
+    removed."""
+    output.parent.mkdir(parents=True, exist_ok=True)
     written = []
     with tempfile.TemporaryDirectory(dir=output.parent, prefix=f".{output.name}.") as temp:
-        program.save(str(Path(temp) / output.name), external_data=external)
+        write(Path(temp) / output.name)
         for path in sorted(Path(temp).iterdir(), key=lambda p: p.suffix == ".onnx"):
             os.chmod(path, 0o644)
             os.replace(path, output.parent / path.name)

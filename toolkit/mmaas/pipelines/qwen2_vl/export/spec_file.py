@@ -1,12 +1,14 @@
 """The model.yaml of a conversion, written into its OUT_DIR: models/qwen-vl/model.yaml is this
-text for the small checkpoint (a test keeps the two equal); a real checkpoint's engines have
-other widths and layer counts (Qwen2-VL-2B: 28 layers, 2 kv heads of 128, width 1536: 56
-past inputs to list by hand otherwise).
+text for the small checkpoint on the CPU, models/qwen-vl-gpu/model.yaml for it on a GPU (a
+test keeps both equal); a real-size checkpoint's engines have other widths and layer counts
+(Qwen2-VL-2B: 28 layers, 2 kv heads of 128, width 1536: 56 cache inputs to list by hand).
 
-The language engine's one optimization profile is a box over (batch, seq, past, total =
-past + seq) whose min, opt and max corners are each consistent (the graph only runs
-there); the runtime prefills in chunks of at most ``prefill_chunk`` tokens and decodes up
-to past = context - 1, so every run it makes lies inside the box.
+The language engine's profile is a box over (batch, seq): decode steps of up to
+``decode_batch`` rows, prompt chunks of up to ``prefill_chunk`` tokens; its cache inputs
+hold ``context`` tokens per row (fixed in the graph). At every corner of the box the sample
+lengths (seqlens_k 0, logits_index 0) are a valid run, so the build's profile check runs it.
+On a GPU the vision engine replays CUDA graphs at the pipeline's patch buckets (each bucket
+holds its largest single picture plus one 4-patch dummy per other image row).
 """
 
 from __future__ import annotations
@@ -24,15 +26,38 @@ class Profile:
     decode_batch: int = field(default=4, metadata={"help": "requests per decode step"})
     max_patches: int = field(default=4096, metadata={"help": "image patches per request"})
     max_images: int = field(default=8, metadata={"help": "pictures per request"})
-    opt_past: int = field(default=511, metadata={"help": "the tuned cache length (opt)"})
+
+
+# Published configurations' served profiles (``--config``): 2b decodes 64 sequences.
+PRESETS = {
+    "small": Profile(),
+    "2b": Profile(context=4096, prefill_chunk=2048, decode_batch=64, max_patches=4108,
+                  max_images=4),
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where the engines run: ``device`` cpu or gpu; ``precision`` the language graph's
+    (fp32 on the CPU; fp16 or bf16 on a GPU, where the vision engine is built in fp16)."""
+
+    device: str = "cpu"
+    precision: str = "fp32"
+
+
+def patch_buckets(profile: Profile) -> list[int]:
+    """The vision engine's captured patch counts: 256, 1024 and 4096 patches of one picture
+    plus 4 per other image row (the padding dummies), within the profile."""
+    extra = 4 * (profile.max_images - 1)
+    return [n + extra for n in (256, 1024, 4096) if n + extra <= profile.max_patches]
 
 
 HEADER = """\
 # mmaas model spec: Qwen2-VL as a service -- a picture and a question in, the answer out,
 # streamed token by token (pipeline kind qwen2-vl). Written by mmaas convert qwen2-vl
 # for {what}; see README.md beside it. Check it with
-# `mmaas validate models/qwen-vl`; build it with `mmaas build models/qwen-vl`.
-name: qwen-vl
+# `mmaas validate {folder}`; build it with `mmaas build {folder}`.
+name: {name}
 version: "2.0.0"
 description: Qwen2-VL vision-language generation (Triton LLM interface, streaming)
 engines:
@@ -41,25 +66,21 @@ engines:
   # {max_patches} patches per request in all; {max_images} pictures at most.
   vision:
     source: {{path: qwen2_vl_vision.onnx}}
-    inputs:
+{vision_build}    inputs:
 {pixel_values}
 {grid_thw}
-  # The decoder with an explicit KV cache. One profile box over (batch B, seq S, past P,
-  # total T = P + S); each corner consistent: min (1, 1, 1, 2),
-  # opt (1, 1, {opt_past}, {opt_total}), max ({batch}, {chunk}, {max_past}, {max_total}).
-  # Prefill starts from one masked past slot (a past of 0 is no profile shape) and runs
-  # in chunks of <= {chunk} tokens; decode steps batch up to {batch} requests; the context is
-  # past max + 1 = {context} tokens.
+  # The decoder over a KV cache read and written in place (GroupQueryAttention): decode
+  # steps of up to {batch} sequences, prompt chunks of up to {chunk} tokens; each cache row
+  # holds {context} tokens (prompt + answer).
   language:
     source: {{path: qwen2_vl_language.onnx}}
-    inputs:
+{language_build}    inputs:
 {inputs_embeds}
-      - name: attention_mask
-        min: [1, 2]
-        opt: [1, {opt_total}]
-        max: [{batch}, {max_total}]
-        sample_values: 1  # attend everywhere (0 marks left padding)
 {position_ids}
+{seqlens_k}
+        sample_values: 0  # one token per row: a valid run at every profile point
+{logits_index}
+        sample_values: 0
 """
 FOOTER = """\
 # The export's side files, hashed into the manifest and verified with the engines.
@@ -69,25 +90,21 @@ assets:
   embed_tokens: embed_tokens.npy   # FP32 [vocab, hidden]: text-token embeddings
 pipeline:
   kind: qwen2-vl
-  serve_engines: [vision]  # qwen-vl-vision: embeddings for clients that preprocess
+  serve_engines: [vision]  # {name}-vision: embeddings for clients that preprocess
   settings:
     max_input_pixels: 64000000  # largest encoded picture (w x h), checked before decoding
-"""
+{settings}"""
 
 
 def render(layers: int, kv_heads: int, head_dim: int, hidden: int, profile: Profile,
-           what: str) -> str:  # fmt: skip
-    """model.yaml for an export with these language dimensions and ``profile``."""
-    p = profile
-    features, past_max = 3 * 2 * 14 * 14, p.context - 1
-    values = {
-        "what": what, "max_patches": p.max_patches,
-        "max_images": p.max_images, "hidden": hidden, "batch": p.decode_batch,
-        "chunk": p.prefill_chunk, "opt_past": p.opt_past, "opt_total": p.opt_past + 1,
-        "max_past": past_max, "max_total": past_max + p.prefill_chunk,
-        "context": p.context, "kv": kv_heads, "dim": head_dim,
-    }  # fmt: skip
-    chunk, batch = p.prefill_chunk, p.decode_batch
+           what: str, target: Target = Target()) -> str:  # fmt: skip
+    """model.yaml for an export with these language dimensions, ``profile`` and ``target``."""
+    p, gpu = profile, target.device == "gpu"
+    features, chunk, batch = 3 * 2 * 14 * 14, p.prefill_chunk, p.decode_batch
+    name = "qwen-vl-gpu" if gpu else "qwen-vl"
+    values = {"what": what, "name": name, "folder": f"models/{name}",
+              "max_patches": p.max_patches, "max_images": p.max_images, "batch": batch,
+              "chunk": chunk, "context": p.context}  # fmt: skip
     lines = {
         "pixel_values": line("pixel_values", [4, features], [1024, features],
                              [p.max_patches, features]),
@@ -95,16 +112,44 @@ def render(layers: int, kv_heads: int, head_dim: int, hidden: int, profile: Prof
         "inputs_embeds": line("inputs_embeds", [1, 1, hidden], [1, 1, hidden],
                               [batch, chunk, hidden]),
         "position_ids": line("position_ids", [3, 1, 1], [3, 1, 1], [3, batch, chunk]),
+        "seqlens_k": block("seqlens_k", [1], [1], [batch]),
+        "logits_index": block("logits_index", [1], [1], [batch]),
     }  # fmt: skip
+    cache = [1, kv_heads, p.context, head_dim], [batch, kv_heads, p.context, head_dim]
     past = "".join(
-        line(f"past_key_values.{i}.{kind}", [1, kv_heads, 1, head_dim],
-             [1, kv_heads, p.opt_past, head_dim], [batch, kv_heads, past_max, head_dim]) + "\n"
+        line(f"past_key_values.{i}.{kind}", cache[0], cache[0], cache[1]) + "\n"
         for i in range(layers)
         for kind in ("key", "value")
-    )  # fmt: skip
-    return HEADER.format(**values, **lines) + past + FOOTER
+    )
+    vision_build = settings = ""
+    language_build = (
+        "    checks:  # greedy agreement with the FP32 reference (language_gate.npz)\n"
+        "      generation: {samples: language_gate.npz, min_top1: 0.9, min_cosine: 0.99}\n"
+    )
+    if gpu:
+        buckets = patch_buckets(p)
+        shapes = "".join(f"          - {{pixel_values: [{b}, {features}], grid_thw: "
+                         f"[{p.max_images}, 3]}}\n" for b in buckets)  # fmt: skip
+        vision_build = ("    target_precision: fp16  # converted at build (onnxconverter-common)\n"
+                        "    build:\n      onnxruntime:\n        device: gpu\n"
+                        "        cuda_graphs: true  # one per patch bucket of the pipeline\n"
+                        f"        cuda_graph_shapes:\n{shapes}")  # fmt: skip
+        language_build += (
+            f"    target_precision: {target.precision}  # the graph's own type\n"
+            "    build: {onnxruntime: {device: gpu}}  # graphs: the pipeline's\n"
+        )
+        settings = (f"    max_sequences: {batch}  # sequences generated at once (KV slots)\n"
+                    "    kv_cache_memory: 0.5  # share of the free GPU memory for the cache\n"
+                    f"    vision_patch_buckets: {buckets}\n")  # fmt: skip
+    values.update(vision_build=vision_build, language_build=language_build)
+    return HEADER.format(**values, **lines) + past + FOOTER.format(name=name, settings=settings)
 
 
 def line(name: str, low: list[int], opt: list[int], high: list[int]) -> str:
     """One input of a profile, in flow style."""
     return f"      - {{name: {name}, min: {low}, opt: {opt}, max: {high}}}"
+
+
+def block(name: str, low: list[int], opt: list[int], high: list[int]) -> str:
+    """One input of a profile in block style (its sample values follow)."""
+    return f"      - name: {name}\n        min: {low}\n        opt: {opt}\n        max: {high}"

@@ -8,6 +8,7 @@ summation orders; measured 1e-6 to 4e-6 over the profiles).
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -17,10 +18,10 @@ import onnxruntime as ort
 import torch
 from tokenizers import Tokenizer
 from transformers import AutoTokenizer
-from transformers.cache_utils import DynamicCache
 
+from mmaas.core import decoder
 from mmaas.core.errors import MmaasError
-from mmaas.pipelines.qwen2_vl.export.language import language_names, language_sample
+from mmaas.pipelines.qwen2_vl.export import language
 from mmaas.pipelines.qwen2_vl.export.vision import sample_inputs
 
 RELATIVE_TOLERANCE = 2e-5
@@ -77,42 +78,80 @@ def validate_vision(
 
 @torch.no_grad()
 def validate_language(
-    path: Path, model: Any, points: list[tuple[int, int, int, int]],
+    model: Any, capacity: int, points: list[tuple[int, int, int]],
     tolerance: float = RELATIVE_TOLERANCE,
 ) -> list[str]:  # fmt: skip
-    """Run the language graph at each (batch, seq, past, left_pad) point and compare logits
-    and presents with transformers' Qwen2VLTextModel (a DynamicCache filled with the same
-    past) + lm_head on the last position. Padding slots are left out of the presents'
-    comparison: a fully masked query row computes different garbage in each, unused."""
+    """Write the language graph in FP32 (a temp file) and run it, its cache bound in place
+    as the runtime binds it, at each (batch, seq, past) point: each row first gets ``past``
+    tokens (a prompt continued from 0), then a run of ``seq`` new tokens (batch > 1: new
+    prompts, right-padded to lengths seq, seq - 1, ...; batch 1: a continued prompt; seq 1:
+    decode). Each row's logits must equal transformers' Qwen2VLTextModel + lm_head over
+    the row's whole sequence (random embeddings and increasing M-RoPE positions), and the
+    top candidates its largest logits; one line per point."""
     config = model.model.language_model.config
-    engine = session(path)
-    names, _ = language_names(config.num_hidden_layers)
+    layers, kv, head_dim, width = language.dims(config)
     lines = []
-    for batch, seq, past, pad in points:
-        sample = language_sample(config, batch, seq, past, seed=batch * 1000 + seq + past, pad=pad)
-        actual = engine.run(None, {n: t.numpy() for n, t in zip(names, sample, strict=True)})
-        cache = DynamicCache(config=config)
-        for i in range(config.num_hidden_layers):
-            if past:
-                cache.update(sample[3 + 2 * i], sample[4 + 2 * i], i)
-        out = model.model.language_model(
-            inputs_embeds=sample[0],
-            attention_mask=sample[1],
-            position_ids=sample[2],
-            cache=cache if past else None,
-            use_cache=True,
-        )
-        where = f"B={batch} S={seq} past={past} pad={pad}"
-        logits = model.lm_head(out.last_hidden_state[:, -1:, :]).numpy()
-        worst = check_close(f"logits at {where}", actual[0], logits, tolerance)
-        real = sample[1].numpy().astype(bool)[:, None, :, None]
-        for i, layer in enumerate(out.cache.layers):
-            for j, tensor in enumerate((layer.keys, layer.values)):
-                name = f"present.{i}.{('key', 'value')[j]} at {where}"
-                got, want = actual[1 + 2 * i + j] * real, tensor.numpy() * real
-                worst = max(worst, check_close(name, got, want, tolerance))
-        lines.append(f"language {where}: rel diff {worst:.1e}")
+    with tempfile.TemporaryDirectory(prefix="qwen2-vl-language-") as temp:
+        path = Path(temp) / "language.onnx"
+        language.export_language(model, path, "fp32", capacity)
+        engine = session(path)
+        for batch, seq, past in points:
+            g = np.random.default_rng(batch * 1000 + seq + past)
+            cache = [np.zeros((batch, kv, capacity, head_dim), np.float32)
+                     for _ in range(2 * layers)]  # fmt: skip
+            lengths = [seq] if batch == 1 or seq == 1 else [max(1, seq - r) for r in range(batch)]
+            lengths += [lengths[-1]] * (batch - len(lengths))
+            total = [past + n for n in lengths]
+            embeds = (g.standard_normal((batch, max(total), width)) * 0.1).astype(np.float32)
+            offsets = g.integers(0, 5, (3, batch, 1))
+            positions = np.arange(max(total))[None, None, :] + offsets
+            for row in range(batch if past else 0):  # each row's past: a prompt from 0
+                run_bound(engine, embeds[row : row + 1, :past], positions[:, row : row + 1, :past],
+                          [past], [c[row : row + 1] for c in cache], 0)  # fmt: skip
+            new = np.zeros((batch, seq, width), np.float32)
+            new_positions = np.zeros((3, batch, seq), np.int64)
+            for row, n in enumerate(lengths):
+                new[row, :n] = embeds[row, past : past + n]
+                new_positions[:, row, :n] = positions[:, row, past : past + n]
+            logits, top_ids = run_bound(engine, new, new_positions, lengths, cache, past)
+            worst = 0.0
+            for row, n in enumerate(total):
+                out = model.model.language_model(
+                    inputs_embeds=torch.from_numpy(embeds[row : row + 1, :n]),
+                    position_ids=torch.from_numpy(positions[:, row : row + 1, :n]),
+                    use_cache=False,
+                )
+                want = model.lm_head(out.last_hidden_state[:, -1]).numpy()[0]
+                where = f"B={batch} S={seq} past={past} row {row}"
+                worst = max(worst, check_close(f"logits at {where}", logits[row], want, tolerance))
+                if set(top_ids[row, :5]) != set(np.argsort(-logits[row], kind="stable")[:5]):
+                    raise ValidationError(f"top_ids at {where} are not its largest logits")
+            lines.append(f"language B={batch} S={seq} past={past}: rel diff {worst:.1e}")
     return lines
+
+
+def run_bound(engine: ort.InferenceSession, embeds: np.ndarray, positions: np.ndarray,
+              lengths: Sequence[int], cache: list[np.ndarray], past: int
+              ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """One run of the language graph with ``cache`` (host arrays [batch, ...]) bound as both
+    past and present; returns logits FP32 [batch, vocab] and top_ids INT64 [batch, K]."""
+    binding = engine.io_binding()
+    lens = np.asarray(lengths, np.int64)
+    feeds = {decoder.EMBEDS: embeds, decoder.POSITIONS: positions.astype(np.int64),
+             decoder.SEQLENS: (lens + past - 1).astype(np.int32),
+             decoder.LOGITS_INDEX: lens - 1}  # fmt: skip
+    for name, array in feeds.items():
+        binding.bind_cpu_input(name, np.ascontiguousarray(array))
+    binding.bind_output(decoder.LOGITS, "cpu")
+    binding.bind_output(decoder.TOP_IDS, "cpu")
+    layers = len(cache) // 2
+    for past_name, present, array in zip(decoder.past_names(layers), decoder.present_names(layers),
+                                         cache, strict=True):  # fmt: skip
+        for bind, name in ((binding.bind_input, past_name), (binding.bind_output, present)):
+            bind(name, "cpu", 0, np.float32, list(array.shape), array.ctypes.data)
+    engine.run_with_iobinding(binding)
+    logits, top_ids = binding.copy_outputs_to_cpu()[:2]
+    return logits, top_ids
 
 
 def validate_tokenizer(checkpoint: Path, samples: Sequence[str] = ()) -> str:
@@ -137,19 +176,18 @@ def validate_tokenizer(checkpoint: Path, samples: Sequence[str] = ()) -> str:
     return f"tokenizer: same ids as AutoTokenizer on {len(texts)} texts"
 
 
-def language_points(context: int, max_batch: int) -> list[tuple[int, int, int, int]]:
-    """(batch, seq, past, left_pad) points over the language profile: prefill lengths,
-    decode at short and full caches, padded batches, chunked prefill."""
+def language_points(chunk: int, max_batch: int) -> list[tuple[int, int, int]]:
+    """(batch, seq, past) points over the language modes: a single token, prompts from 0
+    (one, and batched with right padding), decode after a short and a long past (batched),
+    a prompt continued after a past, and the profile's largest chunk (last: slow)."""
     return [
-        (1, 1, 0, 0),
-        (1, 2, 0, 0),
-        (1, 300, 0, 0),
-        (2, 37, 0, 5),
-        (1, 1, 1, 0),
-        (1, 1, 517, 0),
-        (max_batch, 1, 100, 40),
-        (2, 3, 5, 2),
-        (1, 1, context - 1, 0),
+        (1, 1, 0),
+        (1, 37, 0),
+        (3, 29, 0),
+        (1, 1, 517),
+        (max_batch, 1, 40),
+        (1, 50, 300),
+        (1, chunk, 0),
     ]
 
 

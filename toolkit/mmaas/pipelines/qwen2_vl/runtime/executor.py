@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 
 import numpy as np
@@ -20,22 +21,26 @@ import numpy as np
 from mmaas.pipelines.qwen2_vl.runtime.generation import Generator, TokenEvent
 from mmaas.pipelines.qwen2_vl.runtime.request import read_request, token_outputs
 from mmaas.pipelines.qwen2_vl.runtime.scheduler import Scheduler
+from mmaas.server.llm_metrics import GenerationMetrics
 from mmaas.server.streaming import Response
 
 Arrays = dict[str, np.ndarray]
 
 
 class GenerationExecutor:
-    """See the module docstring. ``max_batch``: rows per decode step (the language
-    engine's decode profile)."""
+    """See the module docstring. The scheduler's engine thread is already running (started
+    and warmed up by the runtime part); ``generation_metrics`` is what the server exposes
+    beside Triton's metrics (:mod:`mmaas.server.llm_metrics`)."""
 
-    def __init__(self, generator: Generator, max_batch: int) -> None:
+    def __init__(
+        self, generator: Generator, scheduler: Scheduler, metrics: GenerationMetrics
+    ) -> None:
         self.generator = generator
-        self.scheduler = Scheduler(generator, max_batch)
+        self.scheduler = scheduler
+        self.generation_metrics = metrics
 
     def start(self) -> None:
-        """Start the engine thread (called on the running loop, before the model is ready)."""
-        self.scheduler.start()
+        """Nothing: the engine thread runs since the runtime part warmed it up."""
 
     async def responses(
         self, inputs: Mapping[str, np.ndarray], outputs: Sequence[str], timeout_s: float | None
@@ -47,6 +52,7 @@ class GenerationExecutor:
             InputError: the request is invalid (before any response).
             Exception: the engine failed (the request ends; others go on).
         """
+        arrived = time.perf_counter()
         loop = asyncio.get_running_loop()
         request = read_request(inputs)
         prepared = await loop.run_in_executor(None, self.generator.prepare, request)
@@ -56,7 +62,7 @@ class GenerationExecutor:
             with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits
                 loop.call_soon_threadsafe(events.put_nowait, event)
 
-        ticket = self.scheduler.submit(prepared, sink)
+        ticket = self.scheduler.submit(prepared, sink, arrived)
         try:
             while True:
                 event = await events.get()

@@ -1,15 +1,16 @@
-"""One request's generation on the two engines, equal to transformers'
-``Qwen2VLForConditionalGeneration.generate``:
+"""One request's generation, equal to transformers'
+``Qwen2VLForConditionalGeneration.generate``, in three parts (the runs themselves are the
+scheduler's, :mod:`.scheduler`, over :mod:`.language`):
 
     prepare (caller's thread; every user error raised here, before any engine work):
-        decode + preprocess each image, prompt ids, context and sampling checks
-    prefill (engine thread): vision engine -> image embeddings placed at the image tokens
-        of ``embed_tokens[ids]``, M-RoPE positions, language runs over the prompt in
-        chunks of at most the profile's sequence length
-    decode (engine thread, batched across requests by :mod:`.scheduler`): one language run
-        per step over the KV cache, sampling, stop ids, streamed text
+        each picture's cached embeddings, or its decoding and preprocessing; the prompt
+        ids; context and sampling checks
+    admit (engine thread): the vision engine for the pictures not cached, their
+        embeddings placed at the image tokens of ``embed_tokens[ids]``, the M-RoPE
+        positions; the sequence then holds its prompt until the scheduler has prefilled it
+    emit (engine thread): each chosen token's event: its text, stop ids, max_tokens
 
-Engines are the back end's loaded ``Engine`` objects (``infer(inputs, outputs)``).
+Engines are the back end's loaded ``Engine`` objects.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from tokenizers.decoders import DecodeStream
 
 from mmaas.core.errors import InputError
 from mmaas.pipelines.qwen2_vl.config import RuntimeConfig
+from mmaas.pipelines.qwen2_vl.runtime.embeddings import ImageEmbeddings, Picture, content_key
 from mmaas.pipelines.qwen2_vl.runtime.images import ImagePreprocessor, decode_image
 from mmaas.pipelines.qwen2_vl.runtime.limits import Limits
 from mmaas.pipelines.qwen2_vl.runtime.prompt import PromptBuilder, rope_index
@@ -33,12 +35,11 @@ from mmaas.pipelines.qwen2_vl.runtime.sampling import DEFAULT_MAX_TOKENS, Sample
 
 @dataclass(frozen=True)
 class Prepared:
-    """A checked request: prompt ids INT64 [L], pixel_values FP32 [N, 1176] of all images,
-    grid_thw INT64 [I, 3], the sampling parameters."""
+    """A checked request: prompt ids INT64 [L], its pictures (cached embeddings or pixels
+    to encode), the sampling parameters."""
 
     ids: np.ndarray
-    pixel_values: np.ndarray
-    grid_thw: np.ndarray
+    pictures: tuple[Picture, ...]
     sampling: SamplingParams
 
 
@@ -54,42 +55,39 @@ class TokenEvent:
 
 @dataclass
 class Sequence:
-    """One request in flight: sampler, cache length, rope delta, text stream state."""
+    """One request in flight. ``embeds`` FP32 [L, hidden] and ``positions`` INT64 [3, L] are
+    its prompt (dropped once prefilled); ``prefilled`` prompt tokens are in its cache;
+    ``length`` tokens are in the cache before ``pending``, the token its next decode step
+    feeds, at position ``length + delta`` on every M-RoPE axis."""
 
     sampler: Sampler
     max_tokens: int
-    length: int  # tokens in the cache (prompt + generated before the pending token)
-    delta: int  # M-RoPE rope delta
+    embeds: np.ndarray | None
+    positions: np.ndarray | None
+    delta: int
     stream: DecodeStream
+    prompt: int
+    prefilled: int = 0
+    length: int = 0
+    pending: int = -1
     generated: list[int] = field(default_factory=list)
 
 
 class Generator:
-    """Validation, preprocessing, prefill and decode steps over the two engines."""
+    """Validation and preprocessing, a request's prompt, and its tokens' events."""
 
-    def __init__(
-        self,
-        config: RuntimeConfig,
-        limits: Limits,
-        tokenizer: Tokenizer,
-        embed: np.ndarray,
-        vision: Any,
-        language: Any,
-    ) -> None:
+    def __init__(self, config: RuntimeConfig, limits: Limits, tokenizer: Tokenizer,
+                 embed: np.ndarray, vision: Any, image_cache: int = 0,
+                 vision_buckets: Seq[int] = ()) -> None:  # fmt: skip
         self.config, self.limits = config, limits
         self.tokenizer, self.embed = tokenizer, embed  # embed: FP32 [V, H], memory-mapped
-        self.vision, self.language = vision, language
+        merge = config.image.merge_size
+        self.pictures = ImageEmbeddings(vision, merge, limits.max_images, vision_buckets,
+                                        image_cache)  # fmt: skip
         self.images = ImagePreprocessor(config.image)
-        self.prompts = PromptBuilder(
-            tokenizer, config.prompt, config.tokens, config.image.merge_size
-        )
+        self.prompts = PromptBuilder(tokenizer, config.prompt, config.tokens, merge)
         self.image_token = config.tokens.image
         self.stop = config.stop_ids
-        layers = range(config.language.num_layers)
-        self.past_names = [f"past_key_values.{i}.{k}" for i in layers for k in ("key", "value")]
-        self.output_names = ["logits"] + [
-            f"present.{i}.{k}" for i in layers for k in ("key", "value")
-        ]
 
     def prepare(self, request: GenerationRequest) -> Prepared:
         """Check and preprocess one request (no engine work).
@@ -106,11 +104,8 @@ class Generator:
                 f"input 'image': {len(request.images)} images; the vision engine's profile "
                 f"takes at most {limits.max_images} per request"
             )
-        patches, grids = [], []
-        for index, data in enumerate(request.images):
-            pixels, grid = self.images(decode_image(data, index, limits.max_input_pixels))
-            patches.append(pixels)
-            grids.append(grid)
+        pictures = [self.picture(data, index) for index, data in enumerate(request.images)]
+        grids = [p.grid for p in pictures]
         total = sum(t * h * w for t, h, w in grids)
         if total > limits.max_patches:
             raise InputError(
@@ -133,40 +128,36 @@ class Generator:
                 f"input 'max_tokens': {sampling.max_tokens} + the prompt's {len(ids)} tokens "
                 f"({counts}) exceed the context limit of {limits.context}; at most {room}"
             )
-        features = self.config.image.patch_features
-        pixel_values = np.concatenate(patches) if patches else np.zeros((0, features), np.float32)
-        grid_thw = np.array(grids, np.int64).reshape(-1, 3)
-        return Prepared(ids, np.ascontiguousarray(pixel_values), grid_thw, sampling)
+        return Prepared(ids, tuple(pictures), sampling)
 
-    def prefill(self, prepared: Prepared) -> tuple[Sequence, int, list[np.ndarray], np.ndarray]:
-        """Vision + prompt prefill of one request -> (Sequence, first token, its cache, its
-        mask INT64 [1, 1 + L]). The cache starts with one masked slot (mask 0): the profile
-        has past >= 1 (a zero-length past is not a profile shape), and a masked slot gets
-        exactly zero attention weight."""
+    def picture(self, data: bytes, index: int) -> Picture:
+        """A picture's cached embeddings, or its decoded and preprocessed pixels."""
+        key = content_key(data)
+        cached = self.pictures.cached(key)
+        if cached is not None:
+            return Picture(key, cached[0], embeds=cached[1])
+        pixels, grid = self.images(decode_image(data, index, self.limits.max_input_pixels))
+        return Picture(key, grid, pixels=np.ascontiguousarray(pixels))
+
+    def admit(self, prepared: Prepared) -> Sequence:
+        """The sequence of a prepared request: the vision engine for its pictures not
+        cached, its prompt's embeddings and M-RoPE positions (engine thread)."""
         ids = prepared.ids
         embeds = np.array(self.embed[ids], np.float32)  # [L, H]: a copy of the rows
-        if len(prepared.grid_thw):
-            feeds = {"pixel_values": prepared.pixel_values, "grid_thw": prepared.grid_thw}
-            embeds[ids == self.image_token] = self.vision.infer(feeds, ["image_embeds"])[
-                "image_embeds"
-            ]
-        grids = [(int(t), int(h), int(w)) for t, h, w in prepared.grid_thw]
+        if prepared.pictures:
+            self.pictures.fill(prepared.pictures)
+            embeds[ids == self.image_token] = np.concatenate([p.embeds for p in prepared.pictures])
+        grids = [p.grid for p in prepared.pictures]
         positions, delta = rope_index(ids, grids, self.image_token, self.config.image.merge_size)
-        cache, chunk = self.empty(), self.limits.prefill_chunk
-        full = np.concatenate([[0], np.ones(len(ids), np.int64)])[None]  # [1, 1 + L]
-        for start in range(0, len(ids), chunk):  # chunked prefill: inside the profile
-            end = min(start + chunk, len(ids))
-            logits, cache = self.step(
-                embeds[None, start:end], full[:, : 1 + end], positions[:, None, start:end], cache
-            )
         penalty = self.config.generation.repetition_penalty
-        sampler = Sampler(prepared.sampling, penalty, logits.shape[-1], ids)
+        sampler = Sampler(prepared.sampling, penalty, self.config.language.vocab_size, ids)
         stream = DecodeStream(skip_special_tokens=True)
-        seq = Sequence(sampler, prepared.sampling.max_tokens, len(ids), delta, stream)
-        return seq, sampler(logits[0]), cache, full
+        return Sequence(sampler, prepared.sampling.max_tokens, embeds, positions, delta, stream,
+                        len(ids))  # fmt: skip
 
     def emit(self, seq: Sequence, token: int) -> TokenEvent:
-        """Record a sampled token; the event says whether the sequence is finished."""
+        """Record a chosen token; the event says whether the sequence is finished (an id
+        past the tokenizer's vocabulary, a model's padded rows, has no text)."""
         seq.generated.append(token)
         piece = seq.stream.step(self.tokenizer, token) or ""
         reason = None
@@ -175,34 +166,6 @@ class Generator:
         elif len(seq.generated) >= seq.max_tokens:
             reason = "length"
         return TokenEvent(token, piece, reason)
-
-    def decode(
-        self, seqs: Seq[Sequence], tokens: Seq[int], cache: list[np.ndarray], mask: np.ndarray
-    ) -> tuple[list[int], list[np.ndarray], np.ndarray]:
-        """One decode step for a batch (left-padded cache, ``mask`` INT64 [B, T]): each row's
-        pending token at its own position -> next tokens, presents, the grown mask."""
-        embeds = np.array(self.embed[list(tokens)], np.float32)[:, None, :]
-        mask = np.concatenate([mask, np.ones((len(seqs), 1), np.int64)], axis=1)
-        pos = np.array([s.length + s.delta for s in seqs], np.int64)
-        positions = np.ascontiguousarray(np.broadcast_to(pos[None, :, None], (3, len(seqs), 1)))
-        logits, cache = self.step(embeds, mask, positions, cache)
-        for s in seqs:
-            s.length += 1
-        return [s.sampler(logits[b]) for b, s in enumerate(seqs)], cache, mask
-
-    def step(
-        self, embeds: np.ndarray, mask: np.ndarray, positions: np.ndarray, past: list[np.ndarray]
-    ) -> tuple[np.ndarray, list[np.ndarray]]:
-        """One language-engine run: logits FP32 [B, V] of the last position + presents."""
-        feeds = {"inputs_embeds": embeds, "attention_mask": mask, "position_ids": positions}
-        feeds.update(zip(self.past_names, past, strict=True))
-        out = self.language.infer(feeds, self.output_names)
-        return out["logits"][:, 0, :], [out[name] for name in self.output_names[1:]]
-
-    def empty(self) -> list[np.ndarray]:
-        """The prefill's past: one masked slot of zeros per layer."""
-        c = self.config.language
-        return [np.zeros((1, c.kv_heads, 1, c.head_dim), np.float32)] * (2 * c.num_layers)
 
     def text(self, ids: list[int]) -> str:
         """The whole answer's text (``decode(skip_special_tokens=True)``, as transformers'

@@ -3,18 +3,17 @@
 
 | limit | from |
 | --- | --- |
-| context C (prompt + generated tokens) | language past max + 1, at most ``attention_mask`` max |
+| context C (prompt + generated tokens) | the KV cache's capacity: language past axis 2 |
 | prefill chunk (prompt tokens per run) | language ``inputs_embeds`` max, axis 1 |
 | decode batch (rows per decode step) | language ``inputs_embeds`` max, axis 0 |
 | images per request | vision ``grid_thw`` max, axis 0 |
 | patches per request (after resizing) | vision ``pixel_values`` max, axis 0 |
 | pixels per encoded image (before decoding) | ``pipeline.settings.max_input_pixels`` |
 
-Why the context is the past's max + 1: the language engine has one optimization profile, a
-box over (batch B, seq S, past P, total T = P + S). Every run the runtime makes stays inside
-it: the prompt is prefilled in chunks of at most S_max tokens (chunk k at past k * S_max),
-and the last decode step runs at past C - 1 = P_max, total C <= T_max. So one profile (also
-one TensorRT profile) holds prefill and decode.
+Why these: the language engine's cache rows hold ``capacity`` tokens each (fixed when the
+graph was written), so a prompt and its answer fit in C = capacity; the profile's box over
+(batch B, seq S) holds every run the runtime makes: prompt chunks of at most S_max tokens,
+decode steps of at most B_max rows (:mod:`mmaas.core.decoder`).
 """
 
 from __future__ import annotations
@@ -44,9 +43,8 @@ class Limits:
         Raises:
             IntegrityError: an engine lacks an input the pipeline needs, or has no profile.
         """
-        past = _max(language, "past_key_values.0.key", 2)
         return cls(
-            context=min(past + 1, _max(language, "attention_mask", 1)),
+            context=_max(language, "past_key_values.0.key", 2),
             prefill_chunk=_max(language, "inputs_embeds", 1),
             decode_batch=_max(language, "inputs_embeds", 0),
             max_images=_max(vision, "grid_thw", 0),

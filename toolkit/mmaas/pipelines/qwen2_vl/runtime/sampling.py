@@ -88,6 +88,26 @@ class Sampler:
         self.seen[token] = True
         return token
 
+    def choose_top(self, values: np.ndarray, ids: np.ndarray) -> int | None:
+        """The token ``self(logits)`` would pick, from the largest logits alone: ``values``
+        FP32 [K] and their token ``ids`` (the engine's top candidates), recorded the same
+        way; None when they cannot decide it (sampling, a NaN, or no penalised candidate
+        above the smallest candidate: a token outside them could tie or win). A penalty
+        only lowers scores, so a candidate scoring above every token outside is the
+        argmax; among equal scores the lowest id wins, as ``argmax`` picks."""
+        if not self.params.greedy or np.isnan(values).any():
+            return None
+        scores = values
+        if self.penalty != 1:
+            penalised = np.where(values < 0, values * self.penalty, values / self.penalty)
+            scores = np.where(self.seen[ids], penalised, values)
+        best = scores.max()
+        if not best > values.min():
+            return None
+        token = int(ids[scores == best].min())
+        self.seen[token] = True
+        return token
+
     def penalise(self, logits: np.ndarray) -> np.ndarray:
         """RepetitionPenaltyLogitsProcessor on the ids seen so far: s < 0 -> s * p, else
         s / p (float32)."""

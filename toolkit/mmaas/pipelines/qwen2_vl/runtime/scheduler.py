@@ -1,26 +1,38 @@
-"""Continuous batching of decode steps across requests, on one engine thread.
+"""Continuous batching on one engine thread, over the KV cache's slots (:mod:`.kvcache`).
 
-A request is prefilled alone (batch 1), then joins the running decode batch and leaves it
-when finished or cancelled, so no request waits for another's whole generation (only for
-the prefills admitted before its next step). Beyond ``max_batch`` rows a request waits for
-a free row, never for a whole queue.
+Each turn of the loop:
 
-The batch's cache is one left-padded tensor per layer [B, kv, T, D] (T = the longest row;
-padding slots masked out, so each row computes what it would alone, up to FP32 summation
-order). While the membership is unchanged a step's presents are the next step's past with
-no copy; a join pads, a leave drops rows and trims the columns that are padding in every row.
+1. take what arrived (it blocks only when nothing runs or waits);
+2. admit waiting requests into free slots, lowest slot first, in arrival order (the vision
+   engine for pictures not cached; the prompt's embeddings and positions); a request
+   beyond the slots waits for one (its figures are in the log and the metrics);
+3. prefill up to ``max_prefill_tokens`` prompt tokens (padding counted): runs of
+   consecutive slots holding new prompts are batched (each row's first chunk, right-padded
+   to the longest), then continued prompts one at a time, each chunk at most the engine's
+   ``prefill_chunk``; a row whose prompt is done gets its first token at once;
+4. decode one token for every decoding slot in one step over slots 0 .. the highest one,
+   padded to a captured batch;
+5. rows that finished or whose client left give their slot back.
+
+An engine failure ends the requests of the failed run only (their sinks get the error);
+the loop goes on. Events go to each request's sink from this thread.
 """
 
 from __future__ import annotations
 
 import queue
 import threading
+import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from mmaas.pipelines.qwen2_vl.runtime.generation import Generator, Prepared, Sequence, TokenEvent
+from mmaas.pipelines.qwen2_vl.runtime.kvcache import Slots
+from mmaas.pipelines.qwen2_vl.runtime.language import LanguageRuns, StepOut
+from mmaas.server.llm_metrics import GenerationMetrics
 
 Sink = Callable[[TokenEvent | BaseException], None]
 
@@ -28,10 +40,11 @@ Sink = Callable[[TokenEvent | BaseException], None]
 @dataclass
 class Ticket:
     """One submitted request: where its events go, and its cancellation flag (set from any
-    thread; the engine thread drops the row before its next step)."""
+    thread; the engine thread drops the row before its next run)."""
 
     prepared: Prepared
     sink: Sink
+    arrived: float  # time.perf_counter() when the request came in
     cancelled: threading.Event = field(default_factory=threading.Event)
 
     def cancel(self) -> None:
@@ -40,134 +53,207 @@ class Ticket:
 
 
 @dataclass
-class Batch:
-    """The running decode batch: rows, their pending tokens, the cache and mask."""
+class Active:
+    """A request holding a slot: its sequence and when its last token came out."""
 
-    rows: list[tuple[Ticket, Sequence]] = field(default_factory=list)
-    tokens: list[int] = field(default_factory=list)
-    cache: list[np.ndarray] = field(default_factory=list)
-    mask: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.int64))
+    ticket: Ticket
+    seq: Sequence
+    last: float = 0.0
 
 
 class Scheduler:
-    """The engine thread and its inbox (see the module docstring). ``steps`` and ``rows``
-    count decode steps and the rows they ran (mean batch occupancy = rows / steps)."""
+    """The engine thread, its inbox and its slots (see the module docstring). ``steps`` and
+    ``rows`` count decode steps and the decoding rows they ran."""
 
-    def __init__(self, generator: Generator, max_batch: int) -> None:
-        self.generator = generator
-        self.max_batch = max_batch
+    def __init__(self, generator: Generator, runs: LanguageRuns, slots: Slots, chunk: int,
+                 max_prefill_tokens: int, metrics: GenerationMetrics) -> None:  # fmt: skip
+        self.generator, self.runs, self.slots = generator, runs, slots
+        self.chunk, self.budget = chunk, max(max_prefill_tokens, chunk)
+        self.metrics = metrics
         self.inbox: queue.Queue[Ticket | None] = queue.Queue()
-        self.thread = threading.Thread(target=self._loop, name="qwen2-vl-engine", daemon=True)
-        self.steps = 0
-        self.rows = 0
+        self.waiting: deque[Ticket] = deque()
+        self.active: dict[int, Active] = {}
+        self.thread: threading.Thread | None = None
+        self.steps = self.rows = 0
 
-    def start(self) -> None:
-        """Start the engine thread."""
+    def start(self, warm_up: Callable[[], None]) -> None:
+        """Start the engine thread; it runs ``warm_up`` (captures) first. Blocks until that
+        is done; its error is raised here."""
+        done: list[BaseException | None] = []
+        ready = threading.Event()
+
+        def main() -> None:
+            try:
+                warm_up()
+                done.append(None)
+            except BaseException as exc:  # reported to the starting thread
+                done.append(exc)
+                return
+            finally:
+                ready.set()
+            self._loop()
+
+        self.thread = threading.Thread(target=main, name="qwen2-vl-engine", daemon=True)
         self.thread.start()
+        ready.wait()
+        if done[0] is not None:
+            raise done[0]
 
-    def submit(self, prepared: Prepared, sink: Sink) -> Ticket:
-        """Queue a checked request; ``sink`` gets each TokenEvent (the last one has a
-        ``finish_reason``) or one exception, from the engine thread."""
-        ticket = Ticket(prepared, sink)
+    def submit(self, prepared: Prepared, sink: Sink, arrived: float | None = None) -> Ticket:
+        """Queue a checked request that came in at ``arrived`` (``time.perf_counter``;
+        None: now); ``sink`` gets each TokenEvent (the last one has a ``finish_reason``) or
+        one exception, from the engine thread."""
+        ticket = Ticket(prepared, sink, time.perf_counter() if arrived is None else arrived)
         self.inbox.put(ticket)
         return ticket
 
     def close(self, timeout_s: float | None = None) -> None:
         """Stop after the requests in flight (and those already queued) are done."""
         self.inbox.put(None)
-        self.thread.join(timeout_s)
+        if self.thread is not None:
+            self.thread.join(timeout_s)
 
     def _loop(self) -> None:
-        batch, closing = Batch(), False
-        while not closing or batch.rows:
-            while len(batch.rows) < self.max_batch and not closing:
+        closing = False
+        while not closing or self.active or self.waiting:
+            idle = not self.active and not self.waiting
+            while True:
                 try:
-                    ticket = self.inbox.get(block=not batch.rows)
+                    ticket = self.inbox.get(block=idle and not closing)
                 except queue.Empty:
                     break
+                idle = False
                 if ticket is None:
                     closing = True
                 else:
-                    self._admit(batch, ticket)
-            if batch.rows:
-                self._step(batch)
+                    self.waiting.append(ticket)
+            self._drop_cancelled()
+            self._admit()
+            self._prefill()
+            self._decode()
+            self.metrics.set_sequences(len(self.active), len(self.waiting), self.slots.used,
+                                       self.slots.count)  # fmt: skip
 
-    def _admit(self, batch: Batch, ticket: Ticket) -> None:
-        """Prefill one request and add it to the batch (unless it ended already)."""
-        if ticket.cancelled.is_set():
-            return
-        try:
-            seq, token, own, own_mask = self.generator.prefill(ticket.prepared)
-            event = self.generator.emit(seq, token)
-        except Exception as exc:  # an engine failure ends this request only
-            ticket.sink(exc)
-            return
-        ticket.sink(event)
-        if event.finish_reason:
-            return
-        batch.cache, batch.mask = join(batch.cache, batch.mask, own, own_mask)
-        batch.rows.append((ticket, seq))
-        batch.tokens.append(token)
+    def _drop_cancelled(self) -> None:
+        self.waiting = deque(t for t in self.waiting if not t.cancelled.is_set())
+        for slot in [s for s, a in self.active.items() if a.ticket.cancelled.is_set()]:
+            self._release(slot)
 
-    def _step(self, batch: Batch) -> None:
-        """One decode step over the batch; finished and cancelled rows leave it."""
-        seqs = [seq for _, seq in batch.rows]
-        try:
-            tokens, batch.cache, batch.mask = self.generator.decode(
-                seqs, batch.tokens, batch.cache, batch.mask
-            )
-        except Exception as exc:  # every row of the failed step ends with the error
-            for ticket, _ in batch.rows:
+    def _admit(self) -> None:
+        while self.waiting:
+            slot = self.slots.take()
+            if slot is None:
+                return
+            ticket = self.waiting.popleft()
+            try:
+                seq = self.generator.admit(ticket.prepared)
+            except Exception as exc:  # the vision engine failed: this request only
+                self.slots.give_back(slot)
                 ticket.sink(exc)
-            batch.rows, batch.tokens, batch.cache = [], [], []
-            batch.mask = np.zeros((0, 0), np.int64)
+                continue
+            self.active[slot] = Active(ticket, seq)
+
+    def _prefill(self) -> None:
+        spent = 0
+        new = sorted(s for s, a in self.active.items() if a.seq.embeds is not None
+                     and a.seq.prefilled == 0)  # fmt: skip
+        while new and spent < self.budget:
+            group = [new.pop(0)]
+            while new and new[0] == group[-1] + 1 and self._cost(group + new[:1]) <= self.budget:
+                group.append(new.pop(0))
+            spent += self._cost(group)
+            self._run_prefill(group)
+        going = sorted(s for s, a in self.active.items() if a.seq.embeds is not None
+                       and a.seq.prefilled > 0)  # fmt: skip
+        for slot in going:
+            if spent >= self.budget:
+                return
+            spent += self._cost([slot])
+            self._run_prefill([slot])
+
+    def _cost(self, group: list[int]) -> int:
+        """Tokens (padding counted) of the next chunk of each slot of ``group``."""
+        return len(group) * max(self._next_chunk(self.active[s].seq) for s in group)
+
+    def _next_chunk(self, seq: Sequence) -> int:
+        return min(self.chunk, seq.prompt - seq.prefilled)
+
+    def _run_prefill(self, group: list[int]) -> None:
+        seqs = [self.active[slot].seq for slot in group]
+        lengths = [self._next_chunk(seq) for seq in seqs]
+        width, hidden = max(lengths), seqs[0].embeds.shape[1]  # type: ignore[union-attr]
+        embeds = np.zeros((len(group), width, hidden), np.float32)
+        positions = np.zeros((3, len(group), width), np.int64)
+        for row, (seq, n) in enumerate(zip(seqs, lengths, strict=True)):
+            start = seq.prefilled
+            embeds[row, :n] = seq.embeds[start : start + n]  # type: ignore[index]
+            positions[:, row, :n] = seq.positions[:, start : start + n]  # type: ignore[index]
+        try:
+            out = self.runs.prefill(group[0], embeds, positions, lengths, seqs[0].prefilled)
+        except Exception as exc:  # an engine failure ends these requests only
+            for slot in group:
+                self._fail(slot, exc)
+            return
+        for row, (slot, seq, n) in enumerate(zip(group, seqs, lengths, strict=True)):
+            seq.prefilled += n
+            if seq.prefilled == seq.prompt:
+                seq.embeds = seq.positions = None
+                seq.length = seq.prompt
+                self._emit(slot, self._choose(seq, out, row))
+
+    def _decode(self) -> None:
+        decoding = sorted(s for s, a in self.active.items() if a.seq.embeds is None)
+        if not decoding:
+            return
+        batch = self.runs.decode_batch(decoding[-1] + 1)
+        embeds = np.zeros((batch, 1, self.runs.hidden), np.float32)
+        positions = np.zeros((3, batch, 1), np.int64)
+        seqlens = np.zeros(batch, np.int32)
+        for slot, active in self.active.items():
+            seq = active.seq
+            if slot >= batch:
+                continue
+            if seq.embeds is not None:  # mid-prompt: the write lands where its next chunk goes
+                seqlens[slot] = seq.prefilled
+                continue
+            embeds[slot, 0] = self.generator.embed[seq.pending]
+            positions[:, slot, 0] = seq.length + seq.delta
+            seqlens[slot] = seq.length
+        try:
+            out = self.runs.decode(embeds, positions, seqlens)
+        except Exception as exc:  # every row of the failed step ends with the error
+            for slot in decoding:
+                self._fail(slot, exc)
             return
         self.steps += 1
-        self.rows += len(seqs)
-        keep = []
-        for index, ((ticket, seq), token) in enumerate(zip(batch.rows, tokens, strict=True)):
-            if ticket.cancelled.is_set():
-                continue
-            event = self.generator.emit(seq, token)
-            ticket.sink(event)
-            if not event.finish_reason:
-                keep.append(index)
-        batch.tokens = tokens
-        if len(keep) < len(batch.rows):
-            batch.rows = [batch.rows[i] for i in keep]
-            batch.tokens = [tokens[i] for i in keep]
-            batch.cache, batch.mask = leave(batch.cache, batch.mask, keep)
+        self.rows += len(decoding)
+        for slot in decoding:
+            seq = self.active[slot].seq
+            seq.length += 1
+            self._emit(slot, self._choose(seq, out, slot))
 
+    def _choose(self, seq: Sequence, out: StepOut, row: int) -> int:
+        token = seq.sampler.choose_top(out.top_logits[row], out.top_ids[row])
+        return seq.sampler(out.logits()[row]) if token is None else token
 
-def join(
-    cache: list[np.ndarray], mask: np.ndarray, own: list[np.ndarray], own_mask: np.ndarray
-) -> tuple[list[np.ndarray], np.ndarray]:
-    """Append a prefilled sequence (its cache [1, kv, length, D], its mask [1, length]) to
-    the batch, left-padding whichever side is shorter; returns the new cache and mask
-    INT64 [B + 1, T]."""
-    if not cache:
-        return own, own_mask
-    length = own_mask.shape[1]
-    total = max(mask.shape[1], length)
+    def _emit(self, slot: int, token: int) -> None:
+        active = self.active[slot]
+        event = self.generator.emit(active.seq, token)
+        now = time.perf_counter()
+        if len(active.seq.generated) == 1:
+            self.metrics.first_token(now - active.ticket.arrived)
+        else:
+            self.metrics.inter_token(now - active.last)
+        active.last = now
+        active.seq.pending = token
+        active.ticket.sink(event)
+        if event.finish_reason:
+            self._release(slot)
 
-    def pad(x: np.ndarray, by: int) -> np.ndarray:
-        return x if by == 0 else np.pad(x, ((0, 0), (0, 0), (by, 0), (0, 0)))
+    def _fail(self, slot: int, exc: BaseException) -> None:
+        self.active[slot].ticket.sink(exc)
+        self._release(slot)
 
-    cache = [
-        np.concatenate([pad(a, total - mask.shape[1]), pad(b, total - length)])
-        for a, b in zip(cache, own, strict=True)
-    ]
-    row = np.pad(own_mask, ((0, 0), (total - length, 0)))
-    mask = np.concatenate([np.pad(mask, ((0, 0), (total - mask.shape[1], 0))), row])
-    return cache, mask
-
-
-def leave(
-    cache: list[np.ndarray], mask: np.ndarray, keep: list[int]
-) -> tuple[list[np.ndarray], np.ndarray]:
-    """Keep the rows ``keep``; drop the leading columns that are padding in every kept row."""
-    if not keep:
-        return [], np.zeros((0, 0), np.int64)
-    mask = mask[keep]
-    first = int(np.argmax(mask.any(axis=0)))
-    return [np.ascontiguousarray(c[keep, :, first:]) for c in cache], mask[:, first:]
+    def _release(self, slot: int) -> None:
+        del self.active[slot]
+        self.slots.give_back(slot)
