@@ -29,9 +29,11 @@ SCRIPTS = [
     "scripts/gpu_run.sh",
     "scripts/gpu_carry.sh",
     "scripts/gpu_ort_parts.sh",
+    "scripts/gpu_qwen_vl.sh",
+    "scripts/gpu_qwen_vl_carry.sh",
 ]
 # sourced, not run (`. scripts/gpu_ort_env.sh PARTS`): shellcheck-clean, no shebang, no `set -e`
-SOURCED = ["scripts/gpu_ort_env.sh"]
+SOURCED = ["scripts/gpu_ort_env.sh", "scripts/gpu_qwen_vl_env.sh"]
 PEM_BLOCK = re.compile(r"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----", re.S)
 
 

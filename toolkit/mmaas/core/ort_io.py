@@ -93,11 +93,12 @@ def run_session(
     if not bfloat16:
         return list(session.run(list(names), dict(feeds)))
     ort = import_onnxruntime()
-    values = {name: _ort_value(ort, array) for name, array in feeds.items()}
+    values = {name: ort_value(ort, array) for name, array in feeds.items()}
     return [_numpy(value) for value in session.run_with_ort_values(list(names), values)]
 
 
-def _ort_value(ort: Any, array: np.ndarray) -> Any:
+def ort_value(ort: Any, array: np.ndarray) -> Any:
+    """A host ``OrtValue`` of ``array`` (BF16 by its 2-byte words; BYTES as strings)."""
     if is_bfloat16(array.dtype):
         words = np.ascontiguousarray(array).view(np.uint16)
         return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(words, ONNX_BFLOAT16)

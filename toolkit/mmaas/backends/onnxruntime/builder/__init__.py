@@ -15,9 +15,10 @@ its rewrites (constant folding, Conv+BN fusion...) are provider-independent, whi
 (:mod:`~mmaas.backends.onnxruntime.builder.fp16`), unless the exporter wrote it in that type
 already (most of its floating-point weights are: a typed graph, e.g. a decoder whose KV cache
 inputs are fp16, which a conversion keeping fp32 inputs would break); ``bf16`` takes only a
-typed graph (there is no bf16 conversion). The GPU settings are written beside the engine
-as :data:`EXECUTION_FILE` (an engine data file, hashed with it), which is how the runtime
-knows to open a GPU session.
+typed graph (there is no bf16 conversion). A typed graph is copied as it is, not optimized
+offline (the CPU provider that optimizes has no bf16 kernels; the GPU session optimizes it).
+The GPU settings are written beside the engine as :data:`EXECUTION_FILE` (an engine data file,
+hashed with it), which is how the runtime knows to open a GPU session.
 """
 
 from __future__ import annotations
@@ -75,6 +76,16 @@ class OnnxRuntimeCompiler:
         Runtime rejects the model (the message is ONNX Runtime's).
         """
         settings: OnnxRuntimeSettings = request.settings
+        started = time.perf_counter()
+        precision = request.model.precision
+        gpu_typed = settings.gpu is not None and precision in ("fp16", "bf16")
+        if gpu_typed and typed_graph(request.source, precision):  # no CPU kernels for bf16
+            copy_graph(request.source, request.out_dir / ENGINE_FILE)
+            typed = {"graph_optimization_level": "none (typed graph)",
+                     **self._gpu(request, settings, typed=True)}  # fmt: skip
+            typed["compile_ms"] = round((time.perf_counter() - started) * 1000, 3)
+            return CompileResult(ENGINE_FILE, ["onnx.save", request.source.name, ENGINE_FILE],
+                                 typed)  # fmt: skip
         level = "basic" if settings.gpu is not None else settings.graph_optimization_level
         options = session_options(ort)  # the hardware-specific warning is in the manifest
         options.graph_optimization_level = LEVELS[level]
@@ -86,7 +97,6 @@ class OnnxRuntimeCompiler:
             "session.optimized_model_external_initializers_min_size_in_bytes",
             str(EXTERNAL_MIN_BYTES),
         )
-        started = time.perf_counter()
         try:
             ort.InferenceSession(str(request.source), options, providers=PROVIDERS)
         except Exception as exc:  # ORT raises its own untyped exceptions
@@ -107,7 +117,9 @@ class OnnxRuntimeCompiler:
             report=report,
         )
 
-    def _gpu(self, request: CompileRequest, settings: OnnxRuntimeSettings) -> dict[str, Any]:
+    def _gpu(
+        self, request: CompileRequest, settings: OnnxRuntimeSettings, typed: bool = False
+    ) -> dict[str, Any]:
         """fp16 conversion (CUDA provider) and the execution file; the report's GPU part."""
         assert settings.gpu is not None
         report: dict[str, Any] = {
@@ -115,7 +127,7 @@ class OnnxRuntimeCompiler:
             "execution_accelerator": settings.gpu.accelerator,
         }
         precision = request.model.precision
-        if precision in ("fp16", "bf16") and typed_graph(request.source, precision):
+        if typed:
             report["typed_graph"] = precision
         elif precision == "bf16":
             raise BuildError(
@@ -165,3 +177,14 @@ def typed_graph(source: Path, precision: str) -> bool:
         if tensor.data_type in counts:
             counts[tensor.data_type] += math.prod(tensor.dims)
     return counts[wanted] * 2 > sum(counts.values())
+
+
+def copy_graph(source: Path, engine: Path) -> None:
+    """The source graph as the engine file, unoptimized (ONNX Runtime optimizes it when the
+    GPU session loads), its weights of :data:`EXTERNAL_MIN_BYTES` or more in
+    :data:`ENGINE_DATA_FILE` beside it."""
+    import onnx
+
+    model = onnx.load(str(source))
+    onnx.save_model(model, str(engine), save_as_external_data=True, location=ENGINE_DATA_FILE,
+                    size_threshold=EXTERNAL_MIN_BYTES)  # fmt: skip

@@ -46,7 +46,7 @@ from mmaas.backends.onnxruntime.runtime.providers import CPU, CUDA, TENSORRT, pr
 from mmaas.backends.onnxruntime.runtime.settings import GpuSettings
 from mmaas.core.errors import CompatibilityError
 from mmaas.core.manifest import ModelInfo
-from mmaas.core.ort_io import ORT_FATAL, has_bfloat16, run_session, session_options
+from mmaas.core.ort_io import ORT_FATAL, has_bfloat16, ort_value, run_session, session_options
 from mmaas.core.samples import sample_inputs
 
 log = logging.getLogger("mmaas.server")
@@ -224,7 +224,7 @@ def _output_device(session: ort.InferenceSession, model: ModelInfo) -> str | Non
     """Run once at the opt shapes with outputs bound to the GPU; None when they land there."""
     binding = session.io_binding()
     for name, array in sample_inputs(model, "opt").items():
-        binding.bind_cpu_input(name, array)
+        binding.bind_ortvalue_input(name, ort_value(ort, array))  # BF16 too
     for output in session.get_outputs():
         binding.bind_output(output.name, "cuda")
     session.run_with_iobinding(binding, cuda_graphs.run_options(cuda_graphs.NO_GRAPH))

@@ -141,12 +141,11 @@ class Qwen2VLConverter:
                 export_broken_trace(
                     checkpoints.load_model(target).model.visual, options.broken_trace
                 )
+            elif options.checkpoint or options.config != "small":  # RAM: module doc
+                _in_children(options)
             else:
                 for part in PARTS:
-                    if options.checkpoint or options.config != "small":  # RAM: module doc
-                        _in_child(part, options)
-                    else:
-                        run_part(part, options, say)
+                    run_part(part, options, say)
         except OSError as exc:
             raise ConvertError(f"{exc}; check the folders' permissions and free space") from exc
         return ConvertResult(options.out_dir, False, time.perf_counter() - started)
@@ -195,13 +194,13 @@ def _run_part(part: str, options: ConvertOptions, say: Say) -> None:
     else:
         path = out / f"qwen2_vl_{part}.onnx"
         if part == "vision":
-            vision.export_vision(model.model.visual, path)
+            vision.export_vision(model.model.visual, path, half=options.device == "gpu")
             grids = validate.vision_grid_sets(profile.max_patches, profile.max_images)
         else:
             language.export_language(model, path, options.precision, profile.context)
             points = validate.language_points(profile.prefill_chunk, profile.decode_batch)
         say(f"exported {path.name} ({path.stat().st_size / 1e6:.1f} MB)")
-        if options.validation != "skip":
+        if options.validation != "skip" and (part == "language" or options.device == "cpu"):
             full = options.validation == "full"
             lines = (
                 validate.validate_vision(path, model.model.visual, grids if full else grids[:-1])
@@ -249,20 +248,29 @@ def _checkpoint_module() -> ModuleType:
     return checkpoint
 
 
-def _in_child(part: str, options: ConvertOptions) -> None:
-    """Run one part in a child Python process (its progress on stderr, as it comes).
+def _in_children(options: ConvertOptions) -> None:
+    """Run each part in a child Python process of its own, at the same time (progress on
+    stderr, as it comes), and wait for all.
 
     Raises:
-        ConvertError: the child failed: its error's message, or (a crash) its exit code.
+        ConvertError: a child failed: its error's message, or (a crash) its exit code.
     """
     root = str(PACKAGE.parents[2])  # the folder holding the mmaas package
     path = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "PYTHONPATH": path}
-    done = subprocess.run(
-        [sys.executable, "-c", CHILD, part], input=pickle.dumps(options), env=env,
-        stdout=subprocess.PIPE, check=False,
-    )  # fmt: skip
-    if done.returncode:
-        error = done.stdout.decode(errors="replace").strip()
-        raise ConvertError(error or f"converting the {part} part failed in its own process "
-                                    f"(exit {done.returncode}); its output is above")  # fmt: skip
+    children = {}
+    for part in PARTS:
+        child = subprocess.Popen([sys.executable, "-c", CHILD, part], env=env,
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE)  # fmt: skip
+        assert child.stdin is not None
+        child.stdin.write(pickle.dumps(options))
+        child.stdin.close()
+        children[part] = child
+    failures = []
+    for part, child in children.items():
+        error = (child.stdout.read() if child.stdout else b"").decode(errors="replace").strip()
+        if child.wait():
+            failures.append(error or f"converting the {part} part failed in its own process "
+                                     f"(exit {child.returncode}); its output is above")  # fmt: skip
+    if failures:
+        raise ConvertError("; ".join(failures))

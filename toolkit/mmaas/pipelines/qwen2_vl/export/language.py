@@ -196,7 +196,11 @@ def build_language(model: Any, precision: str, capacity: int) -> onnx.ModelProto
     config = model.model.language_model.config
     layers, _, head_dim, width = dims(config)
     dtype = DTYPES[precision]
-    weights = {name: t.detach().float().numpy() for name, t in model.state_dict().items()}
+    weights = {
+        name: t.detach().float().cpu().numpy()
+        for name, t in model.state_dict().items()
+        if name.startswith(("model.language_model.", "lm_head."))
+    }
     g = Graph(dtype)
     facts = g.shape_facts()
     tables = rotary_tables(g, config, head_dim, facts)

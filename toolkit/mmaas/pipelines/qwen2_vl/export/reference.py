@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import torch
 from PIL import Image
@@ -51,7 +51,9 @@ class Result:
 class Reference:
     """Tokenizer, image processor, processor and model of one checkpoint folder."""
 
-    def __init__(self, checkpoint: Path, num_threads: int | None = None) -> None:
+    def __init__(self, checkpoint: Path, num_threads: int | None = None, **loading: Any) -> None:
+        """``loading``: from_pretrained's keywords (e.g. ``dtype=torch.bfloat16,
+        attn_implementation="sdpa", device_map="cuda"``; none: FP32 on the CPU)."""
         if num_threads:
             torch.set_num_threads(num_threads)
         self.tokenizer = AutoTokenizer.from_pretrained(checkpoint)
@@ -59,7 +61,7 @@ class Reference:
         self.processor = ImageOnlyProcessor(
             self.image_processor, self.tokenizer, chat_template=self.tokenizer.chat_template
         )
-        self.model = Qwen2VLForConditionalGeneration.from_pretrained(checkpoint).eval()
+        self.model = Qwen2VLForConditionalGeneration.from_pretrained(checkpoint, **loading).eval()
 
     def prompt(self, num_images: int, text: str) -> str:
         """The chat template's text for one user turn plus the generation prompt."""

@@ -6,7 +6,8 @@ test keeps both equal); a real-size checkpoint's engines have other widths and l
 The language engine's profile is a box over (batch, seq): decode steps of up to
 ``decode_batch`` rows, prompt chunks of up to ``prefill_chunk`` tokens; its cache inputs
 hold ``context`` tokens per row (fixed in the graph). At every corner of the box the sample
-lengths (seqlens_k 0, logits_index 0) are a valid run, so the build's profile check runs it.
+lengths (seqlens_k 0, logits_index 0) are a valid run, so the build's profile check runs it
+(the cache inputs' sample is zeros: a 2B model's largest batch holds 7.5 GB of cache).
 On a GPU the vision engine replays CUDA graphs at the pipeline's patch buckets (each bucket
 holds its largest single picture plus one 4-patch dummy per other image row).
 """
@@ -55,8 +56,9 @@ def patch_buckets(profile: Profile) -> list[int]:
 HEADER = """\
 # mmaas model spec: Qwen2-VL as a service -- a picture and a question in, the answer out,
 # streamed token by token (pipeline kind qwen2-vl). Written by mmaas convert qwen2-vl
-# for {what}; see README.md beside it. Check it with
-# `mmaas validate {folder}`; build it with `mmaas build {folder}`.
+# for {what};
+# see README.md beside it. Check it with `mmaas validate {folder}`; build it with
+# `mmaas build {folder}`.
 name: {name}
 version: "2.0.0"
 description: Qwen2-VL vision-language generation (Triton LLM interface, streaming)
@@ -117,7 +119,8 @@ def render(layers: int, kv_heads: int, head_dim: int, hidden: int, profile: Prof
     }  # fmt: skip
     cache = [1, kv_heads, p.context, head_dim], [batch, kv_heads, p.context, head_dim]
     past = "".join(
-        line(f"past_key_values.{i}.{kind}", cache[0], cache[0], cache[1]) + "\n"
+        line(f"past_key_values.{i}.{kind}", cache[0], cache[0], cache[1], ", sample_values: 0")
+        + "\n"
         for i in range(layers)
         for kind in ("key", "value")
     )
@@ -130,7 +133,7 @@ def render(layers: int, kv_heads: int, head_dim: int, hidden: int, profile: Prof
         buckets = patch_buckets(p)
         shapes = "".join(f"          - {{pixel_values: [{b}, {features}], grid_thw: "
                          f"[{p.max_images}, 3]}}\n" for b in buckets)  # fmt: skip
-        vision_build = ("    target_precision: fp16  # converted at build (onnxconverter-common)\n"
+        vision_build = ("    target_precision: fp16  # exported in fp16 (attention in FP32)\n"
                         "    build:\n      onnxruntime:\n        device: gpu\n"
                         "        cuda_graphs: true  # one per patch bucket of the pipeline\n"
                         f"        cuda_graph_shapes:\n{shapes}")  # fmt: skip
@@ -145,9 +148,9 @@ def render(layers: int, kv_heads: int, head_dim: int, hidden: int, profile: Prof
     return HEADER.format(**values, **lines) + past + FOOTER.format(name=name, settings=settings)
 
 
-def line(name: str, low: list[int], opt: list[int], high: list[int]) -> str:
-    """One input of a profile, in flow style."""
-    return f"      - {{name: {name}, min: {low}, opt: {opt}, max: {high}}}"
+def line(name: str, low: list[int], opt: list[int], high: list[int], extra: str = "") -> str:
+    """One input of a profile, in flow style (``extra``: more keys, e.g. sample values)."""
+    return f"      - {{name: {name}, min: {low}, opt: {opt}, max: {high}{extra}}}"
 
 
 def block(name: str, low: list[int], opt: list[int], high: list[int]) -> str:

@@ -98,8 +98,8 @@ def block_forward(
     )
     query, key = apply_rotary_pos_emb_vision(query, key, cos, sin)
     query, key, value = (x.transpose(0, 1) for x in (query, key, value))  # [heads, N, dim]
-    scores = torch.matmul(query * attn.scaling, key.transpose(1, 2)) + mask
-    attended = torch.matmul(torch.softmax(scores, dim=-1), value)
+    scores = torch.matmul(query * attn.scaling, key.transpose(1, 2)) + mask  # FP32 (mask)
+    attended = torch.matmul(torch.softmax(scores, dim=-1).to(value.dtype), value)
     hidden = hidden + attn.proj(attended.transpose(0, 1).reshape(hidden.shape[0], -1))
     return hidden + block.mlp(block.norm2(hidden))
 
@@ -125,7 +125,7 @@ class VisionEncoder(torch.nn.Module):
         mask = torch.where(same_frame, 0.0, torch.finfo(torch.float32).min)
         for block in enc.blocks:
             hidden = block_forward(block, hidden, cos, sin, mask)  # type: ignore[arg-type]
-        return enc.merger(hidden)
+        return enc.merger(hidden).float()  # FP32 out whatever the weights' type
 
 
 class PlainEncoder(torch.nn.Module):
@@ -150,12 +150,16 @@ def sample_inputs(
     return pixels, torch.tensor(grids, dtype=torch.int64)
 
 
-def export_vision(encoder: Qwen2VisionTransformerPretrainedModel, output: Path) -> None:
+def export_vision(
+    encoder: Qwen2VisionTransformerPretrainedModel, output: Path, half: bool = False
+) -> None:
     """Export with the dynamo exporter (opset 18), ``num_patches`` and ``num_images``
-    dynamic; written atomically (external data past protobuf's limit)."""
+    dynamic; written atomically (external data past protobuf's limit). ``half``: weights
+    and activations in fp16 (a GPU engine, no conversion at build), attention scores and
+    softmax in FP32, pixel_values and image_embeds FP32 as always."""
     pixels, grid = sample_inputs((TRACED_GRID,))
     program = torch.onnx.export(
-        VisionEncoder(encoder).eval(),
+        VisionEncoder(encoder.half() if half else encoder).eval(),
         (pixels, grid),
         dynamo=True,
         input_names=INPUT_NAMES,
@@ -167,7 +171,7 @@ def export_vision(encoder: Qwen2VisionTransformerPretrainedModel, output: Path) 
         opset_version=OPSET,
         verbose=False,
     )
-    save_program(program, output, sum(p.numel() * 4 for p in encoder.parameters()))
+    save_program(program, output, sum(p.numel() * p.element_size() for p in encoder.parameters()))
 
 
 def export_broken_trace(encoder: Qwen2VisionTransformerPretrainedModel, output: Path) -> None:
