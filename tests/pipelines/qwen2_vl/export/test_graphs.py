@@ -1,6 +1,7 @@
 """The two graphs ``mmaas convert qwen2-vl`` exports (models/qwen-vl): their signatures, the
 vision graph's CUDA-graph rule (no node reads the shape of grid_thw) and its use of grid_thw,
-and the builder stage's profile check on the vision graph and on the known-bad plain trace.
+and the builder stage's profile check on the vision graph and on the known-bad plain trace
+(the language graph's modes: test_language.py).
 
 The conversion itself is the one set-up made (the ``qwen_vl_export`` fixture re-runs it only
 when it is missing or made by other code); the builder stage runs as a real subprocess.
@@ -61,13 +62,15 @@ def test_the_graphs_declare_their_dynamic_axes(qwen_vl_export: Path) -> None:
     ]
     graph = onnx.load(str(qwen_vl_export / LANGUAGE)).graph
     inputs = {i.name: dims(i) for i in graph.input}
-    assert list(inputs)[:3] == ["inputs_embeds", "attention_mask", "position_ids"]
-    assert inputs["attention_mask"] == ["batch", "total"]
+    assert list(inputs)[:4] == ["inputs_embeds", "position_ids", "seqlens_k", "logits_index"]
     assert inputs["position_ids"] == [3, "batch", "seq"]
-    assert inputs["past_key_values.3.value"] == ["batch", 2, "past", 64]
+    assert inputs["seqlens_k"] == inputs["logits_index"] == ["batch"]
+    assert inputs["past_key_values.3.value"] == ["batch", 2, 4096, 64]  # the cache's capacity
     outputs = {o.name: dims(o) for o in graph.output}
-    assert outputs["logits"] == ["batch", 1, 4096]
-    assert len(outputs) == 1 + 2 * 4
+    assert outputs["logits"] == ["batch", 4096]
+    assert outputs["top_ids"] == ["batch", 64]
+    assert list(outputs)[3:5] == ["present.0.key", "present.0.value"]
+    assert len(outputs) == 3 + 2 * 4
 
 
 def test_no_vision_node_reads_the_shape_of_grid_thw(qwen_vl_export: Path) -> None:

@@ -15,7 +15,7 @@ import pytest
 from mmaas.core.errors import InputError
 from mmaas.pipelines.qwen2_vl.runtime.executor import GenerationExecutor
 
-from .conftest import PAIR, PROMPTS
+from .conftest import PAIR, PROMPTS, Loop
 from .test_generation import reference_ids
 
 pytestmark = pytest.mark.slow
@@ -34,11 +34,18 @@ def inputs(text: str, images=(), **scalars) -> dict[str, np.ndarray]:
 
 
 @pytest.fixture
-def executor(generator):
-    executor = GenerationExecutor(generator, max_batch=4)
+def running(qwen_vl_export):
+    """A loop of its own (its step counts are this test's)."""
+    loop = Loop(qwen_vl_export)
+    yield loop
+    loop.close()
+
+
+@pytest.fixture
+def executor(running):
+    executor = GenerationExecutor(running.generator, running.scheduler, running.metrics)
     executor.start()
-    yield executor
-    executor.scheduler.close(timeout_s=60)
+    return executor
 
 
 async def stream(executor, arrays, limit=None) -> list:
@@ -112,20 +119,17 @@ def test_a_bad_request_is_refused_before_any_response(executor) -> None:
     assert len(answer["output_ids"]) == 3
 
 
-def test_an_engine_failure_ends_only_its_requests(executor, generator) -> None:
-    language = generator.language
+def test_an_engine_failure_ends_only_its_requests(executor, running) -> None:
+    decode = running.runs.decode
 
-    class Failing:
-        def infer(self, feeds, outputs):
-            if feeds["inputs_embeds"].shape[1] == 1:  # decode steps fail, prefill works
-                raise RuntimeError("simulated engine failure")
-            return language.infer(feeds, outputs)
+    def failing(*args):  # decode steps fail, prefill works
+        raise RuntimeError("simulated engine failure")
 
-    generator.language = Failing()
+    running.runs.decode = failing
     try:
         with pytest.raises(RuntimeError, match="simulated engine failure"):
             asyncio.run(executor.infer(inputs("Hi", max_tokens=8), OUTPUTS, None))
     finally:
-        generator.language = language
+        running.runs.decode = decode
     answer = asyncio.run(executor.infer(inputs("Hi", max_tokens=3), OUTPUTS, None))
     assert len(answer["output_ids"]) == 3

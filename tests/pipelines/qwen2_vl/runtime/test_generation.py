@@ -6,7 +6,6 @@ or jinja2. The comparison can fail: zeroed image embeddings change the ids."""
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import subprocess
 import sys
@@ -18,7 +17,7 @@ from PIL import Image
 
 from mmaas.core.errors import InputError
 
-from .conftest import PAIR, PROMPTS, encode, generate, request
+from .conftest import LIMITS, PAIR, PROMPTS, encode, request
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[4]
@@ -34,9 +33,9 @@ def reference_ids(reference, pictures, names, prompt, n, **kwargs) -> list[int]:
 
 
 @pytest.mark.parametrize(("name", "prompt"), list(zip(PAIR, PROMPTS, strict=True)), ids=PAIR)
-def test_greedy_ids_equal_transformers(generator, reference, pictures, name, prompt) -> None:
+def test_greedy_ids_equal_transformers(loop, reference, pictures, name, prompt) -> None:
     """(The image's test, tests/test_qwen_vl_image.py, runs all four pairs through gRPC.)"""
-    ours = ids_of(generate(generator, request(prompt, [pictures[name]], max_tokens=32)))
+    ours = ids_of(loop.generate(request(prompt, [pictures[name]], max_tokens=32)))
     assert ours == reference_ids(reference, pictures, [name], prompt, 32)
     assert len(ours) == 32
 
@@ -45,84 +44,83 @@ def test_greedy_ids_equal_transformers(generator, reference, pictures, name, pro
     "names", [list(PAIR), ["coffee.png", "grace_hopper.jpg", "astronaut.png"], []],
     ids=["2 images", "3 images", "text only"],
 )  # fmt: skip
-def test_several_images_and_none_equal_transformers(generator, reference, pictures, names) -> None:
+def test_several_images_and_none_equal_transformers(loop, reference, pictures, names) -> None:
     prompt = PROMPTS[0] if names else "Write a Python function that adds two numbers."
-    ours = ids_of(generate(generator, request(prompt, [pictures[n] for n in names], max_tokens=24)))
+    ours = ids_of(loop.generate(request(prompt, [pictures[n] for n in names], max_tokens=24)))
     assert ours == reference_ids(reference, pictures, names, prompt, 24)
 
 
 @pytest.mark.parametrize("size", [(1, 1), (690, 15420)], ids=str)
-def test_extreme_sizes_transformers_accepts_give_its_ids(generator, reference, size) -> None:
+def test_extreme_sizes_transformers_accepts_give_its_ids(loop, reference, size) -> None:
     base = Image.open(ROOT / "models" / "qwen-vl" / "pictures" / "grace_hopper.jpg")
     data = encode(base.resize(size, Image.Resampling.BICUBIC))
-    ours = ids_of(generate(generator, request(PROMPTS[0], [data], max_tokens=16)))
+    ours = ids_of(loop.generate(request(PROMPTS[0], [data], max_tokens=16)))
     want = reference.generate([Image.open(io.BytesIO(data))], PROMPTS[0], 16).new_ids
     assert ours == want
 
 
-def test_a_prompt_prefilled_in_chunks_gives_the_same_ids(generator, pictures) -> None:
+def test_a_prompt_prefilled_in_chunks_gives_the_same_ids(loop, pictures) -> None:
     req = request(PROMPTS[0], [pictures["grace_hopper.jpg"]], max_tokens=16)  # 414 tokens
-    whole = ids_of(generate(generator, req))
-    limits = generator.limits
-    generator.limits = dataclasses.replace(limits, prefill_chunk=100)  # 5 chunks
+    whole = ids_of(loop.generate(req))
+    loop.scheduler.chunk = 100  # 5 chunks: the first from 0, then continued prompts
     try:
-        assert ids_of(generate(generator, req)) == whole
+        assert ids_of(loop.generate(req)) == whole
     finally:
-        generator.limits = limits
+        loop.scheduler.chunk = LIMITS.prefill_chunk
 
 
-def test_a_stop_id_ends_both_at_the_same_step(generator, reference, pictures) -> None:
+def test_a_stop_id_ends_both_at_the_same_step(loop, reference, pictures) -> None:
     data = [pictures["rocket.jpg"]]
     full = reference_ids(reference, pictures, ["rocket.jpg"], PROMPTS[0], 32)
     stop = full[6]
     want = reference_ids(reference, pictures, ["rocket.jpg"], PROMPTS[0], 32, eos_token_id=[stop])
-    saved, generator.stop = generator.stop, frozenset({stop})
+    saved, loop.generator.stop = loop.generator.stop, frozenset({stop})
     try:
-        events = generate(generator, request(PROMPTS[0], data, max_tokens=32))
+        events = loop.generate(request(PROMPTS[0], data, max_tokens=32))
     finally:
-        generator.stop = saved
+        loop.generator.stop = saved
     assert ids_of(events) == want == full[: full.index(stop) + 1]
     assert events[-1].finish_reason == "stop"
 
 
-def test_streamed_pieces_join_to_the_whole_text(generator, reference, pictures) -> None:
-    events = generate(generator, request(PROMPTS[1], [pictures["rocket.jpg"]], max_tokens=40))
+def test_streamed_pieces_join_to_the_whole_text(loop, reference, pictures) -> None:
+    events = loop.generate(request(PROMPTS[1], [pictures["rocket.jpg"]], max_tokens=40))
     ids = ids_of(events)
-    assert "".join(e.text for e in events) == generator.text(ids)
-    assert generator.text(ids) == reference.tokenizer.decode(ids, skip_special_tokens=True)
+    assert "".join(e.text for e in events) == loop.generator.text(ids)
+    assert loop.generator.text(ids) == reference.tokenizer.decode(ids, skip_special_tokens=True)
     assert events[-1].finish_reason == "length"
 
 
-def test_a_seeded_sampled_answer_is_the_same_twice(generator, pictures) -> None:
+def test_a_seeded_sampled_answer_is_the_same_twice(loop, pictures) -> None:
     params = {"max_tokens": 24, "temperature": 0.8, "top_p": 0.9, "top_k": 50}
     data = [pictures["grace_hopper.jpg"]]
-    first = ids_of(generate(generator, request(PROMPTS[0], data, seed=1234, **params)))
-    again = ids_of(generate(generator, request(PROMPTS[0], data, seed=1234, **params)))
-    other = ids_of(generate(generator, request(PROMPTS[0], data, seed=99, **params)))
+    first = ids_of(loop.generate(request(PROMPTS[0], data, seed=1234, **params)))
+    again = ids_of(loop.generate(request(PROMPTS[0], data, seed=1234, **params)))
+    other = ids_of(loop.generate(request(PROMPTS[0], data, seed=99, **params)))
     assert first == again != other
-    greedy = ids_of(generate(generator, request("Hi", max_tokens=8)))
-    tiny = ids_of(generate(generator, request("Hi", max_tokens=8, temperature=1e-8, seed=3)))
+    greedy = ids_of(loop.generate(request("Hi", max_tokens=8)))
+    tiny = ids_of(loop.generate(request("Hi", max_tokens=8, temperature=1e-8, seed=3)))
     assert tiny == greedy  # temperature 1e-8 is as good as greedy
 
 
-def test_zeroed_image_embeddings_change_the_ids(generator, reference, pictures) -> None:
-    vision = generator.vision
+def test_zeroed_image_embeddings_change_the_ids(loop, reference, pictures) -> None:
+    vision = loop.generator.pictures.engine
 
     class Zeros:
         def infer(self, inputs, outputs):
             embeds = vision.infer(inputs, outputs)["image_embeds"]
             return {"image_embeds": np.zeros_like(embeds)}
 
-    generator.vision = Zeros()
+    loop.generator.pictures.engine = Zeros()
     try:
-        ours = ids_of(generate(generator, request(PROMPTS[0], [pictures["grace_hopper.jpg"]],
-                                                  max_tokens=16)))  # fmt: skip
+        ours = ids_of(loop.generate(request(PROMPTS[0], [pictures["grace_hopper.jpg"]],
+                                            max_tokens=16)))  # fmt: skip
     finally:
-        generator.vision = vision
+        loop.generator.pictures.engine = vision
     assert ours != reference_ids(reference, pictures, ["grace_hopper.jpg"], PROMPTS[0], 16)
 
 
-def test_requests_over_the_limits_are_refused_before_the_engines(generator, pictures) -> None:
+def test_requests_over_the_limits_are_refused_before_the_engines(loop, pictures) -> None:
     rocket = pictures["rocket.jpg"]
     big = encode(Image.new("RGB", (896, 896), (5, 5, 5)))
     cases = {
@@ -137,7 +135,7 @@ def test_requests_over_the_limits_are_refused_before_the_engines(generator, pict
     }  # fmt: skip
     for message, (text, images, params) in cases.items():
         with pytest.raises(InputError, match=message):
-            generator.prepare(request(text, images, **params))
+            loop.generator.prepare(request(text, images, **params))
 
 
 ISOLATED = """
@@ -147,18 +145,11 @@ for name in ("torch", "transformers", "jinja2"):
 sys.path[:0] = [sys.argv[1], sys.argv[1] + "/tests"]
 from pathlib import Path
 from pipelines.qwen2_vl.runtime import conftest as c
-import numpy as np
-from tokenizers import Tokenizer
-from mmaas.pipelines.qwen2_vl.config import RuntimeConfig
-from mmaas.pipelines.qwen2_vl.runtime.generation import Generator
 folder = Path(sys.argv[1]) / "models" / "qwen-vl"
-g = Generator(RuntimeConfig.read(folder / "runtime.json"), c.LIMITS,
-              Tokenizer.from_file(str(folder / "tokenizer.json")),
-              np.load(folder / "embed_tokens.npy", mmap_mode="r"),
-              c.RawEngine(folder / "qwen2_vl_vision.onnx"),
-              c.RawEngine(folder / "qwen2_vl_language.onnx"))
+loop = c.Loop(folder)
 image = (folder / "pictures" / "rocket.jpg").read_bytes()
-print([e.token_id for e in c.generate(g, c.request(sys.argv[2], [image], max_tokens=16))])
+print([e.token_id for e in loop.generate(c.request(sys.argv[2], [image], max_tokens=16))])
+loop.close()
 """
 
 
