@@ -120,7 +120,7 @@ def parity_prompts() -> list[tuple[str, list[bytes]]]:
     """The generation gate's 8 prompts (pictures as PNG bytes, question)."""
     from mmaas.pipelines.qwen2_vl.export.gate import QUESTIONS, pictures
 
-    sets = [[_png(image) for image in images] for images in pictures(Path("/nonexistent"))]
+    sets = [[_png(image) for image in images] for images in pictures()]
     return [(QUESTIONS[i // 2 % 4], sets[i % 4]) for i in range(8)]
 
 

@@ -1,7 +1,8 @@
 """The qwen2-vl pipeline kind's spec part at spec load: models/qwen-vl validates and serves
-Triton's LLM interface; model.yaml is what the converter writes for the small checkpoint;
-the kind's cross-checks report engines whose profile points do not fit together, an asset
-from another conversion and missing parts, each under ``pipeline.settings`` with its line."""
+Triton's LLM interface; model.yaml (and models/qwen-vl-gpu/model.yaml) is what the converter
+writes for the small checkpoint; the kind's cross-checks report engines whose profile points
+do not fit together, settings past the profiles, an asset from another conversion and
+missing parts, each under ``pipeline.settings`` with its line."""
 
 from __future__ import annotations
 
@@ -14,11 +15,11 @@ import pytest
 from mmaas.build.spec_checks import host_checks
 from mmaas.build.wheel import pipeline_requirements
 from mmaas.core.errors import SpecError
-from mmaas.pipelines.qwen2_vl.export.spec_file import Profile, render
+from mmaas.pipelines.qwen2_vl.export.spec_file import Profile, Target, render
 from mmaas.spec.load import load_spec
 
 FILES = ("qwen2_vl_vision.onnx", "qwen2_vl_language.onnx", "runtime.json", "tokenizer.json",
-         "embed_tokens.npy")  # fmt: skip
+         "embed_tokens.npy", "language_gate.npz")  # fmt: skip
 
 
 @pytest.fixture
@@ -54,6 +55,9 @@ def test_models_qwen_vl_serves_the_llm_interface(qwen_vl_export: Path) -> None:
 def test_model_yaml_is_the_converters_for_the_small_checkpoint(qwen_vl_export: Path) -> None:
     written = render(4, 2, 64, 256, Profile(), "the small random seeded checkpoint")
     assert (qwen_vl_export / "model.yaml").read_text() == written
+    gpu = render(4, 2, 64, 256, Profile(), "the small random seeded checkpoint",
+                 Target("gpu", "fp16"))  # fmt: skip
+    assert (qwen_vl_export.parent / "qwen-vl-gpu" / "model.yaml").read_text() == gpu
 
 
 def test_only_qwen2_vl_images_install_pillow_and_tokenizers() -> None:
@@ -69,10 +73,22 @@ def problems(folder: Path) -> str:
 
 def test_a_language_profile_whose_points_do_not_fit_is_reported(folder: Path) -> None:
     spec = folder / "model.yaml"
-    spec.write_text(spec.read_text().replace("opt: [1, 512]", "opt: [1, 600]"))
+    spec.write_text(spec.read_text().replace("opt: [3, 1, 1]", "opt: [3, 2, 1]"))  # a batch of 2
     found = problems(folder)
     assert "pipeline.settings: the language engine's opt shapes do not fit together" in found
-    assert "attention_mask [1, 600]" in found and "past lengths [511]" in found
+    assert "position_ids [3, 2, 1]" in found and "batch sizes [1, 2]" in found
+
+
+def test_settings_past_the_profiles_are_reported(folder: Path) -> None:
+    spec = folder / "model.yaml"
+    settings = ("max_input_pixels: 64000000\n    max_sequences: 5\n    decode_batches: [1, 8]\n"
+                "    vision_patch_buckets: [1024, 5000]")  # fmt: skip
+    spec.write_text(spec.read_text().replace("max_input_pixels: 64000000", settings))
+    found = problems(folder)
+    assert "pipeline.settings.max_sequences: [5] is past the language profile's batch of 4" in found
+    assert "pipeline.settings.decode_batches: [1, 8] is past" in found
+    assert "pipeline.settings.vision_patch_buckets: [1024, 5000]: past the vision profile's " \
+           "4096 patches" in found
 
 
 def test_assets_of_another_export_are_reported(folder: Path) -> None:

@@ -1,7 +1,8 @@
 """``mmaas convert qwen2-vl`` (models/qwen-vl): the conversion of the small checkpoint is
 byte-reproducible, runtime.json pins the converted files and marks the conversion current
-(``--if-stale`` then does nothing), a real checkpoint folder is copied in and checked, and
-an unusable one is one line on stderr, exit 1, no traceback.
+(``--if-stale`` then does nothing), a real checkpoint folder is copied in and checked, an
+unusable one is one line on stderr, exit 1, no traceback; the published ``2b`` configuration
+has Qwen2-VL-2B's figures and its tokenizer the special tokens at the real ids.
 
 The conversion itself is the one set-up made (the ``qwen_vl_export`` fixture re-runs it only
 when it is missing or made by other code)."""
@@ -25,7 +26,7 @@ from mmaas.pipelines.qwen2_vl.export.onnx_io import STACK_TRACE
 
 pytestmark = pytest.mark.slow
 CONVERTED = ("qwen2_vl_vision.onnx", "qwen2_vl_language.onnx", "embed_tokens.npy",
-             "tokenizer.json", "runtime.json", "model.yaml")  # fmt: skip
+             "tokenizer.json", "runtime.json", "language_gate.npz", "model.yaml")  # fmt: skip
 
 
 def sha256(path: Path) -> str:
@@ -109,7 +110,33 @@ def test_usage_mistakes_exit_2_with_one_line(tmp_path: Path) -> None:
     assert missing.returncode == 2 and "does not exist" in missing.stderr
     both = convert(tmp_path / "out", "--skip-validation", "--full-validation")
     assert both.returncode == 2 and "exclude each other" in both.stderr
+    cpu = convert(tmp_path / "out", "--precision", "bf16")
+    assert cpu.returncode == 2 and "--precision bf16 on --device cpu" in cpu.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_the_2b_configuration_is_qwen2_vl_2bs() -> None:
+    config = checkpoints.config_2b()
+    text, vision = config.text_config, config.vision_config
+    assert (text.hidden_size, text.intermediate_size, text.num_hidden_layers,
+            text.num_attention_heads, text.num_key_value_heads, text.vocab_size) == (
+        1536, 8960, 28, 12, 2, 151936)  # fmt: skip
+    assert text.hidden_size // text.num_attention_heads == 128 and config.tie_word_embeddings
+    assert text.rope_parameters["mrope_section"] == [16, 24, 24]
+    assert (vision.depth, vision.embed_dim, vision.num_heads, vision.patch_size,
+            vision.spatial_merge_size, vision.temporal_patch_size) == (32, 1280, 16, 14, 2, 2)  # fmt: skip
+    assert (config.image_token_id, config.vision_start_token_id, text.eos_token_id) == (
+        151655, 151652, 151645)  # Qwen2-VL's real ids  # fmt: skip
+
+
+def test_the_real_size_tokenizer_puts_the_special_tokens_at_the_real_ids() -> None:
+    from mmaas.pipelines.qwen2_vl.convert.tokenizer import SPECIAL_TOKENS, build_tokenizer
+
+    tokenizer = build_tokenizer(checkpoints.REAL_REGULAR)
+    assert [tokenizer.token_to_id(t) for t in SPECIAL_TOKENS] == list(range(151643, 151657))
+    ids = tokenizer.encode("<|im_start|>user\nDescribe this picture.<|im_end|>").ids
+    assert ids[0] == 151644 and ids[-1] == 151645 and max(ids[1:-1]) < 3986  # no placeholder
+    assert tokenizer.decode([151000]) == "<|reserved_151000|>"
 
 
 def test_only_kinds_with_a_converter_convert() -> None:

@@ -17,7 +17,7 @@ runtime.json as assets (all written by ``mmaas convert qwen2-vl``)::
 Checks (every problem at once, under ``pipeline.settings``): the engines and assets are
 there with the tensors the runtime feeds (:mod:`mmaas.core.decoder`); the language
 profile's min, opt and max points are each consistent (one batch size, position_ids
-[3, batch, seq], one cache capacity) so that the build's profile check runs real shapes;
+[3, batch, seq]) so that the build's profile check runs real shapes;
 the settings fit the profiles (sequences, decode batches, patch buckets); the image embeddings'
 width is the language width; runtime.json is schema 1, describes these engines (layers,
 kv heads, head dim, vocabulary), pins the tokenizer and embedding table given as assets,

@@ -187,7 +187,7 @@ def _run_part(part: str, options: ConvertOptions, say: Say) -> None:
         target = spec_file.Target(options.device, options.precision)
         atomic_write_text(out / "model.yaml", spec_file.render(*sizes, profile, what, target))
         say(f"wrote {out / 'model.yaml'}")
-        say(gate.write_gate_samples(source, out / "language_gate.npz", out / "pictures"))
+        say(gate.write_gate_samples(source, out / "language_gate.npz"))
         if options.validation != "skip":
             samples = tokenizer.training_files()[-3:]
             lines = [validate.validate_tokenizer(source, samples)]

@@ -32,12 +32,11 @@ QUESTIONS = (
 )
 
 
-def pictures(folder: Path) -> list[list[Image.Image]]:
-    """The prompts' picture sets: each of two pictures alone, both, and none (cycled over
+def pictures() -> list[list[Image.Image]]:
+    """The prompts' picture sets, made here (a conversion needs no file beside it): a
+    448x448 plain picture and a 336x336 colour ramp, each alone, both, and none (cycled over
     the questions: 8 prompts)."""
-    made = [Image.new("RGB", (448, 448), (200, 120, 40)), _gradient()]
-    found = sorted(folder.glob("*.jpg"))[:2] if folder.is_dir() else []
-    first, second = ([Image.open(p).convert("RGB") for p in found] + made)[:2]
+    first, second = Image.new("RGB", (448, 448), (200, 120, 40)), _gradient()
     return [[first], [second], [first, second], []]
 
 
@@ -49,13 +48,13 @@ def _gradient() -> Image.Image:
 
 
 @torch.no_grad()
-def write_gate_samples(checkpoint: Path, output: Path, picture_folder: Path) -> str:
+def write_gate_samples(checkpoint: Path, output: Path) -> str:
     """Write the gate's sample file ``output``; returns a one-line summary."""
     reference = Reference(checkpoint)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     model = reference.model.float().to(device)
     arrays: dict[str, Any] = {}
-    sets = pictures(picture_folder)
+    sets = pictures()
     for i in range(8):
         images, question = sets[i % 4], QUESTIONS[i // 2 % 4]
         embeds, positions, length = prompt_inputs(reference, model, images, question, device)
