@@ -46,8 +46,10 @@ def test_the_typed_engines_build_and_pass_the_generation_gate(qwen_vl_gpu_export
     gate = language["generation"]
     assert gate["passed"] and gate["top1_agreement"] >= 0.9 and gate["nonfinite_logits"] == 0
     execution = json.loads((model_dir / "vision" / "execution.json").read_text())
-    assert [s["pixel_values"] for s in execution["gpu"]["graph_shapes"]] == [[284, 1176],
-                                                                             [1052, 1176]]
+    assert [s["pixel_values"] for s in execution["gpu"]["graph_shapes"]] == [
+        [284, 1176],
+        [1052, 1176],
+    ]
 
 
 def test_bf16_on_a_graph_exported_in_fp32_is_refused(
@@ -57,8 +59,11 @@ def test_bf16_on_a_graph_exported_in_fp32_is_refused(
     shutil.copytree(qwen_vl_gpu_export, folder, ignore=shutil.ignore_patterns(".mmaas"))
     shutil.copy(qwen_vl_export / "qwen2_vl_language.onnx", folder)  # the FP32 export
     spec = folder / "model.yaml"
-    spec.write_text(spec.read_text().replace("target_precision: fp16  # the graph's own",
-                                             "target_precision: bf16  # the graph's own"))
+    spec.write_text(
+        spec.read_text().replace(
+            "target_precision: fp16  # the graph's own", "target_precision: bf16  # the graph's own"
+        )
+    )
     with pytest.raises(BuildError, match=r"qwen2_vl_language.onnx is not a bf16 graph and ONNX "
                        r"Runtime has no bf16 conversion; export the graph in bf16"):  # fmt: skip
         compile_local(folder)

@@ -87,8 +87,10 @@ def test_settings_past_the_profiles_are_reported(folder: Path) -> None:
     found = problems(folder)
     assert "pipeline.settings.max_sequences: [5] is past the language profile's batch of 4" in found
     assert "pipeline.settings.decode_batches: [1, 8] is past" in found
-    assert "pipeline.settings.vision_patch_buckets: [1024, 5000]: past the vision profile's " \
-           "4096 patches" in found
+    assert (
+        "pipeline.settings.vision_patch_buckets: [1024, 5000]: past the vision profile's "
+        "4096 patches" in found
+    )
 
 
 def test_assets_of_another_export_are_reported(folder: Path) -> None:

@@ -123,8 +123,9 @@ def test_the_2b_configuration_is_qwen2_vl_2bs() -> None:
         1536, 8960, 28, 12, 2, 151936)  # fmt: skip
     assert text.hidden_size // text.num_attention_heads == 128 and config.tie_word_embeddings
     assert text.rope_parameters["mrope_section"] == [16, 24, 24]
-    assert (vision.depth, vision.embed_dim, vision.num_heads, vision.patch_size,
-            vision.spatial_merge_size, vision.temporal_patch_size) == (32, 1280, 16, 14, 2, 2)  # fmt: skip
+    sizes = (vision.depth, vision.embed_dim, vision.num_heads, vision.patch_size,
+             vision.spatial_merge_size, vision.temporal_patch_size)  # fmt: skip
+    assert sizes == (32, 1280, 16, 14, 2, 2)
     assert (config.image_token_id, config.vision_start_token_id, text.eos_token_id) == (
         151655, 151652, 151645)  # Qwen2-VL's real ids  # fmt: skip
 

@@ -20,7 +20,7 @@ from docker_fixtures import Container, run_container, wait_for_grpc_serving
 from mmaas.core import proc
 
 FILES = ("model.yaml", "qwen2_vl_vision.onnx", "qwen2_vl_language.onnx", "runtime.json",
-         "tokenizer.json", "embed_tokens.npy")  # fmt: skip
+         "tokenizer.json", "embed_tokens.npy", "language_gate.npz")  # fmt: skip
 
 
 @pytest.fixture(scope="package")

@@ -39,8 +39,11 @@ def test_the_cache_holds_what_the_budget_allows() -> None:
 
 
 def test_a_budget_that_holds_no_sequence_is_refused_with_the_figures() -> None:
-    with pytest.raises(IntegrityError, match=r"budget \(0.1 x 1.00 GB free = 0.100 GB\) holds "
-                       r"no sequence of 4096 tokens \(0.117 GB\); raise pipeline.settings"):
+    with pytest.raises(
+        IntegrityError,
+        match=r"budget \(0.1 x 1.00 GB free = 0.100 GB\) holds "
+        r"no sequence of 4096 tokens \(0.117 GB\); raise pipeline.settings",
+    ):
         size_cache(117_440_512, 4096, [1], 4, free_bytes=GB, fraction=0.1)
 
 

@@ -24,6 +24,7 @@ import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -222,7 +223,7 @@ def _cudart() -> ctypes.CDLL:
 def _host_available() -> int:
     """``MemAvailable`` of /proc/meminfo in bytes (0 when unreadable)."""
     try:
-        for line in open("/proc/meminfo").read().splitlines():  # noqa: SIM115
+        for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemAvailable:"):
                 return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):

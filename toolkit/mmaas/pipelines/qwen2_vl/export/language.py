@@ -36,6 +36,7 @@ from mmaas.pipelines.qwen2_vl.export.onnx_io import save_model
 
 DTYPES = {"fp32": TensorProto.FLOAT, "fp16": TensorProto.FLOAT16, "bf16": TensorProto.BFLOAT16}
 OPSET = 18
+IR_VERSION = 10  # what the vision export writes; onnxruntime-gpu 1.31 reads up to 13 (onnx 1.23 writes 14)
 MS = "com.microsoft"
 
 
@@ -228,6 +229,7 @@ def build_language(model: Any, precision: str, capacity: int) -> onnx.ModelProto
                           _outputs(config, dtype, capacity), g.weights),
         opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid(MS, 1)],
         producer_name="mmaas",
+        ir_version=IR_VERSION,
     )  # fmt: skip
 
 

@@ -114,6 +114,7 @@ class Qwen2VLRuntime:
                               settings.max_prefill_tokens, metrics)  # fmt: skip
         scheduler.start(lambda: runs.capture([b for b in batches if b <= size.rows]))
         warm_up(generator, scheduler)
+        scheduler.metrics = metrics = GenerationMetrics(context.model.metrics.labels)  # clients'
         return GenerationExecutor(generator, scheduler, metrics)
 
     def engine_check(self, engine: str) -> Any:
