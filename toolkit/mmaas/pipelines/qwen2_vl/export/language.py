@@ -36,7 +36,8 @@ from mmaas.pipelines.qwen2_vl.export.onnx_io import save_model
 
 DTYPES = {"fp32": TensorProto.FLOAT, "fp16": TensorProto.FLOAT16, "bf16": TensorProto.BFLOAT16}
 OPSET = 18
-IR_VERSION = 10  # what the vision export writes; onnxruntime-gpu 1.31 reads up to 13 (onnx 1.23 writes 14)
+# The vision export's IR version: onnxruntime-gpu 1.31 reads up to 13 (onnx 1.23 writes 14).
+IR_VERSION = 10
 MS = "com.microsoft"
 
 
