@@ -42,6 +42,8 @@ def test_the_typed_engines_build_and_pass_the_generation_gate(qwen_vl_gpu_export
     language = json.loads((model_dir / "language" / "report.json").read_text())
     for report in (vision, language):
         assert report["compile"]["typed_graph"] == "fp16"
+    for engine in ("vision", "language"):  # the image's user 10001 reads them
+        assert {oct(p.stat().st_mode & 0o777) for p in (model_dir / engine).iterdir()} == {"0o644"}
         assert report["compile"]["graph_optimization_level"] == "none (typed graph)"
     gate = language["generation"]
     assert gate["passed"] and gate["top1_agreement"] >= 0.9 and gate["nonfinite_logits"] == 0

@@ -182,9 +182,12 @@ def typed_graph(source: Path, precision: str) -> bool:
 def copy_graph(source: Path, engine: Path) -> None:
     """The source graph as the engine file, unoptimized (ONNX Runtime optimizes it when the
     GPU session loads), its weights of :data:`EXTERNAL_MIN_BYTES` or more in
-    :data:`ENGINE_DATA_FILE` beside it."""
+    :data:`ENGINE_DATA_FILE` beside it; both readable by the image's user (mode 0644)."""
     import onnx
 
     model = onnx.load(str(source))
     onnx.save_model(model, str(engine), save_as_external_data=True, location=ENGINE_DATA_FILE,
                     size_threshold=EXTERNAL_MIN_BYTES)  # fmt: skip
+    for path in (engine, engine.with_name(ENGINE_DATA_FILE)):  # onnx writes the data 0600
+        if path.exists():
+            path.chmod(0o644)
