@@ -39,7 +39,7 @@ def source_of(folder: Path, reference: str = PINNED) -> ExportSource:
     manifest = Manifest(
         model=model_info(loaded.spec),
         engine=record,
-        source=record,
+        source=FileRecord.of(loaded.source_path.parent, loaded.source_path.name),
         spec_digest=loaded.spec.digest(),
         backend={"name": loaded.spec.backend, "version": "1.32.0"},
         build={},
@@ -50,8 +50,9 @@ def source_of(folder: Path, reference: str = PINNED) -> ExportSource:
         spec_digest=manifest.spec_digest,
         engines=(EngineEntry(SINGLE_ENGINE, ".", manifest),),
     ).sealed()
+    pinned = "@sha256:" in reference
     return ExportSource(
-        loaded.spec, folder, reference, reference, "@sha256:" in reference, manifest, {}, model
+        loaded.spec, folder, reference, reference, pinned, manifest, {}, model, loaded.source_path
     )
 
 
