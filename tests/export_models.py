@@ -31,9 +31,9 @@ def model_copy(tmp_path: Path, onnx: Path, extra: dict) -> Path:
     return folder
 
 
-def source_of(folder: Path, reference: str = PINNED) -> ExportSource:
+def source_of(folder: Path, reference: str = PINNED, report: dict | None = None) -> ExportSource:
     """The ExportSource of the model in ``folder`` as if its image were built and pushed
-    as ``reference``."""
+    as ``reference`` (``report``: the engine's build report, none by default)."""
     loaded = load_spec(folder, checks=host_checks())
     record = FileRecord("model.ort.onnx", "blake3:" + "1" * 64, "sha256:" + "2" * 64, ENGINE_BYTES)
     manifest = Manifest(
@@ -43,6 +43,7 @@ def source_of(folder: Path, reference: str = PINNED) -> ExportSource:
         spec_digest=loaded.spec.digest(),
         backend={"name": loaded.spec.backend, "version": "1.32.0"},
         build={},
+        report=report or {},
     ).sealed()
     model = ModelManifest(
         name=loaded.spec.name,

@@ -116,13 +116,16 @@ def build_model_dir(
             backend=facts,
             build={},
         )
+        loading = time.perf_counter()
         engine = compiler.runtime.load(work, draft)
+        load_ms = round((time.perf_counter() - loading) * 1000, 3)
         points = check_profile(engine, request.model)
         warnings = check_outputs(request.model, points, (checks or Checks()).stated_outputs)
         for warning in warnings:
             progress(f"warning: {warning}")
         report = {
             "compile": dict(result.report),
+            "load_ms": load_ms,  # one instance, on the builder: what startup probes scale
             "profile_check": points,
             "warnings": warnings,
             **run_gates(
