@@ -151,7 +151,9 @@ def _load(file: Path, input_name: str) -> np.ndarray:
 
 def _bfloat16_words(array: np.ndarray) -> np.ndarray:
     """numpy saves a bfloat16 array as 2-byte void words: read them back as bfloat16."""
-    return array.view(bfloat16()) if array.dtype.kind == "V" and array.dtype.itemsize == 2 else array
+    return (
+        array.view(bfloat16()) if array.dtype.kind == "V" and array.dtype.itemsize == 2 else array
+    )
 
 
 def _plain(array: np.ndarray) -> list[SampleScalar]:
