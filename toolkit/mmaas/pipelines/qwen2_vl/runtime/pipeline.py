@@ -32,9 +32,11 @@ log = logging.getLogger("mmaas.server")
 
 
 class Qwen2VLRuntime:
-    """See the module docstring. ``platform`` is what the model's ModelConfig reports."""
+    """See the module docstring. ``platform`` is what the model's ModelConfig reports;
+    ``decoupled``: the executor streams (ModelConfig's ``model_transaction_policy``)."""
 
     platform = "mmaas_qwen2_vl"
+    decoupled = True
 
     def executor(self, context: Any) -> GenerationExecutor:
         """Build the generator from ``context`` (a PipelineContext: engines, assets,
