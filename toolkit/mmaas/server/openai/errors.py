@@ -60,7 +60,7 @@ def _param(message: str, chat: ChatRequest | None) -> str | None:
         return None
     name, element = match.group(1), match.group(2)
     if name == "image":
-        index = int(element) if element is not None else 0
+        index = int(element) if element is not None else len(chat.pictures)
         return chat.pictures[index] if index < len(chat.pictures) else "messages"
     if name == "text_input":
         return "messages"

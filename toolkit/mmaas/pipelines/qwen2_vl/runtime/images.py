@@ -41,6 +41,7 @@ def decode_image(data: bytes, index: int, max_input_pixels: int) -> Image.Image:
 
     Raises:
         InputError: ``image[index]`` is not an accepted format, not decodable, truncated,
+            of an aspect ratio over 200 (:func:`smart_resize`'s rule, told before decoding),
             over ``max_input_pixels`` (read from the header, before decoding: a
             decompression bomb never decodes) or of a mode Pillow cannot convert to RGB.
     """
@@ -59,6 +60,12 @@ def decode_image(data: bytes, index: int, max_input_pixels: int) -> Image.Image:
         raise InputError(
             f"{name}: {width}x{height} = {width * height} pixels is over the pixel budget "
             f"of {max_input_pixels} pixels per image; send a smaller picture"
+        )
+    if max(width, height) > MAX_ASPECT * min(width, height):  # smart_resize's rule, early
+        raise InputError(
+            f"{name}: {width}x{height} has an aspect ratio of "
+            f"{max(width, height) / min(width, height):.1f}, over Qwen2-VL's limit of "
+            f"{MAX_ASPECT}; crop or pad the picture"
         )
     try:
         image.load()
