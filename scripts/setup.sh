@@ -6,7 +6,8 @@
 #   2. the Docker engine: started in the background when `docker info` fails
 #   3. the Python venv .venv with `pip install -e '.[dev]'` (again when pyproject.toml changes)
 #   4. the real clients the tests drive (scripts/install_clients.sh): perf_analyzer, promtool
-#      and the KServe SDK in .venv-kserve (tritonclient and grpcurl come with the dev extra)
+#      the KServe SDK in .venv-kserve, the OpenAI clients (openai, langchain-openai,
+#      litellm) in .venv-openai (tritonclient and grpcurl come with the dev extra)
 #   5. the example ONNX models and qwen-vl's test pictures (scripts/fetch_models.py,
 #      sha256-checked); the small Qwen2-VL checkpoint and its engines' ONNX sources and
 #      assets (`mmaas convert qwen2-vl models/qwen-vl --if-stale`: again only when the
@@ -150,7 +151,7 @@ main() {
   ensure_apt_packages
   ensure_dockerd
   ensure_venv
-  bash "$ROOT/scripts/install_clients.sh" "$VENV" "$ROOT/.venv-kserve"
+  bash "$ROOT/scripts/install_clients.sh" "$VENV" "$ROOT/.venv-kserve" "$ROOT/.venv-openai"
   ensure_models
   ensure_base_image
   say "done in $((SECONDS - started)) s"
