@@ -2,11 +2,11 @@
 request (one picture as a base64 data URL, one question, max_tokens) to
 ``POST /v1/chat/completions`` and to ``POST /v2/models/qwen-vl/generate`` of one
 ``mmaas serve models/qwen-vl`` (a copy, compiled on this host), closed-loop clients at
-concurrency 1 and 16 (keep-alive connections, one per client). The two endpoints run
-alternately, in shuffled order, in short phases over --rounds (machine noise hits both
-alike; the machine is shared, so each phase's figures are kept in the JSON); per
-concurrency the table gives each endpoint's median request latency and throughput and the
-ratio chat / generate (goal: within 5%). Every chat answer is checked equal to the
+concurrency 1 and 16 (keep-alive connections, one per client), each client alternating
+the two endpoints request by request, so both meet the same load at the same moments (the
+machine is shared: its noise then hits both alike). Per concurrency the table gives each
+endpoint's median latency over --rounds phases and the median of the phases' ratios chat /
+generate (goal: within 5%), with their range. Every chat answer is checked equal to the
 generate answer. Prints a table and writes JSON under benchmarks/results/.
 
 Usage: ``python benchmarks/chat_overhead.py [--requests 32] [--rounds 3] [--max-tokens 8]
@@ -20,7 +20,6 @@ import base64
 import http.client
 import json
 import os
-import random
 import shutil
 import signal
 import statistics
@@ -59,19 +58,26 @@ def answer_text(kind: str, document: dict) -> str:
     return str(document["text_output"])
 
 
-def load(path: str, body: bytes, kind: str, clients: int, total: int) -> dict:
-    """``total`` requests by ``clients`` closed-loop clients -> latencies, wall time, texts."""
-    latencies: list[float] = []
+def mixed(requests: dict[str, tuple[str, bytes]], clients: int, total: int) -> dict:
+    """``total`` requests by ``clients`` closed-loop clients, each alternating the two
+    endpoints (client i starts with endpoint i % 2), so both meet the same load at the
+    same moments -> {endpoint: median latency ms}, the wall time and the answers."""
+    latencies: dict[str, list[float]] = {kind: [] for kind in requests}
     texts: set[str] = set()
     left = iter(range(total))
     lock = threading.Lock()
+    kinds = list(requests)
 
-    def client() -> None:
+    def client(index: int) -> None:
         connection = http.client.HTTPConnection("127.0.0.1", PORT, timeout=600)
+        turn = index
         while True:
             with lock:
                 if next(left, None) is None:
                     break
+            kind = kinds[turn % 2]
+            turn += 1
+            path, body = requests[kind]
             started = time.perf_counter()
             connection.request("POST", path, body, {"Content-Type": "application/json"})
             reply = connection.getresponse()
@@ -79,19 +85,19 @@ def load(path: str, body: bytes, kind: str, clients: int, total: int) -> dict:
             elapsed = time.perf_counter() - started
             assert reply.status == 200, data[:500]
             with lock:
-                latencies.append(elapsed)
+                latencies[kind].append(elapsed * 1000)
                 texts.add(answer_text(kind, json.loads(data)))
         connection.close()
 
     started = time.perf_counter()
-    threads = [threading.Thread(target=client) for _ in range(clients)]
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     wall = time.perf_counter() - started
-    return {"latency_ms": statistics.median(latencies) * 1000, "rps": total / wall,
-            "texts": texts}  # fmt: skip
+    return {"median_ms": {kind: statistics.median(v) for kind, v in latencies.items()},
+            "rps": total / wall, "texts": texts}  # fmt: skip
 
 
 def serve(folder: Path) -> subprocess.Popen[bytes]:
@@ -112,7 +118,7 @@ def serve(folder: Path) -> subprocess.Popen[bytes]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--requests", type=int, default=16, help="per client and phase")
+    parser.add_argument("--requests", type=int, default=8, help="per client and phase")
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--max-tokens", type=int, default=8)
     parser.add_argument(
@@ -128,49 +134,47 @@ def main() -> None:
         load_before = os.getloadavg()[0]
         process = serve(folder)
         try:
-            runs: dict[int, dict[str, list[dict]]] = {}
+            runs: dict[int, list[dict]] = {}
             for clients in (1, 16):
-                runs[clients] = {"chat": [], "generate": []}
-                for kind, (path, body) in requests.items():  # warm both paths
-                    load(path, body, kind, clients, clients)
-                for _ in range(args.rounds):
-                    for kind in random.sample(list(requests), 2):
-                        path, body = requests[kind]
-                        total = args.requests * max(1, clients // 4)
-                        runs[clients][kind].append(load(path, body, kind, clients, total))
+                mixed(requests, clients, 2 * clients)  # warm both paths
+                total = args.requests * max(2, clients)
+                runs[clients] = [mixed(requests, clients, total) for _ in range(args.rounds)]
         finally:
             process.send_signal(signal.SIGTERM)
             process.wait(60)
     report(runs, args, load_before)
 
 
-def report(runs: dict[int, dict[str, list[dict]]], args: argparse.Namespace, before: float) -> None:
+def report(runs: dict[int, list[dict]], args: argparse.Namespace, before: float) -> None:
     rows = []
-    for clients, kinds in runs.items():
-        texts = set().union(*(r["texts"] for rs in kinds.values() for r in rs))
+    for clients, phases in runs.items():
+        texts = set().union(*(phase["texts"] for phase in phases))
         assert len(texts) == 1, f"the endpoints answered differently: {texts}"
-        med = {kind: {"latency_ms": statistics.median(r["latency_ms"] for r in rs),
-                      "rps": statistics.median(r["rps"] for r in rs)}
-               for kind, rs in kinds.items()}  # fmt: skip
-        rows.append({"concurrency": clients, **{f"{k}_{m}": v for k, d in med.items()
-                                                for m, v in d.items()},
-                     "latency_ratio": med["chat"]["latency_ms"] / med["generate"]["latency_ms"],
-                     "throughput_ratio": med["chat"]["rps"] / med["generate"]["rps"],
-                     "rounds": {kind: [[round(r["latency_ms"], 1), round(r["rps"], 3)] for r in rs]
-                                for kind, rs in kinds.items()}})  # fmt: skip
-    print("| concurrency | generate p50 ms / req/s | chat p50 ms / req/s | chat/generate "
-          "latency | throughput |")  # fmt: skip
+        ratios = [p["median_ms"]["chat"] / p["median_ms"]["generate"] for p in phases]
+        rows.append({
+            "concurrency": clients,
+            "generate_p50_ms": statistics.median(p["median_ms"]["generate"] for p in phases),
+            "chat_p50_ms": statistics.median(p["median_ms"]["chat"] for p in phases),
+            "ratio_median": statistics.median(ratios),
+            "ratio_min_max": [min(ratios), max(ratios)],
+            "rps_both": statistics.median(p["rps"] for p in phases),
+            "phases": [{k: round(v, 1) for k, v in p["median_ms"].items()} for p in phases],
+        })  # fmt: skip
+    print("| concurrency | generate p50 ms | chat p50 ms | chat / generate (median of phases; "
+          "min..max) | req/s, both |")  # fmt: skip
     print("| --- | --- | --- | --- | --- |")
     for row in rows:
-        print(f"| {row['concurrency']} | {row['generate_latency_ms']:.1f} / "
-              f"{row['generate_rps']:.2f} | {row['chat_latency_ms']:.1f} / {row['chat_rps']:.2f} | "
-              f"{row['latency_ratio']:.3f} | {row['throughput_ratio']:.3f} |")  # fmt: skip
+        low, high = row["ratio_min_max"]
+        print(
+            f"| {row['concurrency']} | {row['generate_p50_ms']:.1f} | {row['chat_p50_ms']:.1f} "
+            f"| {row['ratio_median']:.3f} ({low:.3f}..{high:.3f}) | {row['rps_both']:.2f} |"
+        )
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out = ROOT / "benchmarks" / "results" / f"chat-overhead-{stamp}.json"
     out.write_text(json.dumps({
-        "benchmark": "chat_overhead", "requests_per_phase": args.requests, "rounds": args.rounds,
-        "max_tokens": args.max_tokens, "picture": args.picture.name, "rows": rows,
-        "load_average_before": before, "load_average_after": os.getloadavg()[0],
+        "benchmark": "chat_overhead", "requests_per_client_and_phase": args.requests,
+        "phases": args.rounds, "max_tokens": args.max_tokens, "picture": args.picture.name,
+        "rows": rows, "load_average_before": before, "load_average_after": os.getloadavg()[0],
     }, indent=2) + "\n")  # fmt: skip
     print(f"wrote {out.relative_to(ROOT)}")
 

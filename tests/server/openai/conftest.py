@@ -27,6 +27,7 @@ MMAAS = str(Path(sys.executable).parent / "mmaas")
 FILES = ("model.yaml", "qwen2_vl_vision.onnx", "qwen2_vl_language.onnx", "runtime.json",
          "tokenizer.json", "embed_tokens.npy")  # fmt: skip
 KEY = "sk-test-7f3a"
+DECODE_BYTES = 256 << 20  # MMAAS_MAX_DECODE_BYTES of the served model: 32 MP at a time
 
 
 @dataclass
@@ -88,7 +89,8 @@ def events(stream: str) -> list[Any]:
 
 @pytest.fixture(scope="package")
 def served(qwen_vl_export: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    """``mmaas serve`` on a copy of models/qwen-vl, the key in MMAAS_OPENAI_API_KEY_FILE."""
+    """``mmaas serve`` on a copy of models/qwen-vl, the key in MMAAS_OPENAI_API_KEY_FILE,
+    at most :data:`DECODE_BYTES` of decoded pictures in flight."""
     root = tmp_path_factory.mktemp("openai")
     folder = root / "qwen-vl"
     folder.mkdir()
@@ -97,7 +99,8 @@ def served(qwen_vl_export: Path, tmp_path_factory: pytest.TempPathFactory) -> It
     (root / "key").write_text(KEY + "\n")
     http_port, grpc_port = free_ports(2)
     log = root / "serve.log"
-    env = {**os.environ, "MMAAS_OPENAI_API_KEY_FILE": str(root / "key")}
+    env = {**os.environ, "MMAAS_OPENAI_API_KEY_FILE": str(root / "key"),
+           "MMAAS_MAX_DECODE_BYTES": str(DECODE_BYTES)}  # fmt: skip
     argv = [MMAAS, "serve", str(folder), "--http-port", str(http_port), "--grpc-port",
             str(grpc_port), "--metrics-port", "0"]  # fmt: skip
     with log.open("wb") as out:

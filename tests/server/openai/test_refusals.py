@@ -166,3 +166,11 @@ def test_huge_bodies_and_pictures(served, tmp_path) -> None:
         status = sock.recv(200).split(b" ")[1]
     assert status.startswith(b"4"), status
     still_answers(served)
+
+
+def test_pictures_over_the_decode_bound_are_refused_naming_it(served) -> None:
+    """6000x6000 = 36 MP is inside the pixel budget (64 MP) but takes 288 MB decoded, over
+    the served bound of 256 MiB: refused before decoding, naming the setting."""
+    big = {"model": "qwen-vl", "messages": user("Hi", declaring(6000, 6000), mime="image/png")}
+    refused(served, big, 400, "messages", "MMAAS_MAX_DECODE_BYTES")
+    still_answers(served)

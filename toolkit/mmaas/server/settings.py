@@ -116,6 +116,7 @@ class Settings:
     log_level: str = table.LOG_LEVEL.default
     tls: TlsSettings | None = None
     openai_api_key: str | None = None  # the OpenAI routes' key; None = none asked
+    max_decode_bytes: int = table.MAX_DECODE_BYTES.default  # a vision pipeline's pictures
 
 
 def from_env(environ: Mapping[str, str] | None = None) -> Settings:
@@ -162,6 +163,7 @@ def from_env(environ: Mapping[str, str] | None = None) -> Settings:
         log_level=env[table.LOG_LEVEL],
         tls=_tls(env),
         openai_api_key=_api_key(env),
+        max_decode_bytes=env[table.MAX_DECODE_BYTES],
     )
     _check_ports_differ(settings)
     return settings

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from mmaas.core.errors import InputError
+from mmaas.pipelines.qwen2_vl.runtime.budget import DecodeBudget
 from mmaas.pipelines.qwen2_vl.runtime.executor import GenerationExecutor
 
 from .conftest import PAIR, PROMPTS
@@ -35,7 +36,7 @@ def inputs(text: str, images=(), **scalars) -> dict[str, np.ndarray]:
 
 @pytest.fixture
 def executor(generator):
-    executor = GenerationExecutor(generator, max_batch=4)
+    executor = GenerationExecutor(generator, max_batch=4, budget=DecodeBudget(1 << 30))
     executor.start()
     yield executor
     executor.scheduler.close(timeout_s=60)

@@ -4,9 +4,9 @@ for ModelStreamInfer and ``/generate_stream``), over one :class:`.scheduler.Sche
 
 Per request: read the values (:mod:`.request`), check and preprocess in a worker thread
 (:meth:`Generator.prepare`: every bad input is an InputError here, before the engine thread
-sees it), submit to the engine thread, then await its events on the event loop. Closing the
-response iterator (the client left) cancels the request: its row leaves the batch before
-the next decode step.
+sees it) within the bound on decoded pictures in flight (:mod:`.budget`), submit to the
+engine thread, then await its events on the event loop. Closing the response iterator (the
+client left) cancels the request: its row leaves the batch before the next decode step.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 
 import numpy as np
 
+from mmaas.pipelines.qwen2_vl.runtime.budget import DecodeBudget
 from mmaas.pipelines.qwen2_vl.runtime.generation import Generator, TokenEvent
 from mmaas.pipelines.qwen2_vl.runtime.request import read_request, token_outputs
 from mmaas.pipelines.qwen2_vl.runtime.scheduler import Scheduler
@@ -31,9 +32,10 @@ class GenerationExecutor:
     """See the module docstring. ``max_batch``: rows per decode step (the language
     engine's decode profile)."""
 
-    def __init__(self, generator: Generator, max_batch: int) -> None:
+    def __init__(self, generator: Generator, max_batch: int, budget: DecodeBudget) -> None:
         self.generator = generator
         self.scheduler = Scheduler(generator, max_batch)
+        self.budget = budget  # decoded pictures in flight
 
     def start(self) -> None:
         """Start the engine thread (called on the running loop, before the model is ready)."""
@@ -52,7 +54,8 @@ class GenerationExecutor:
         """
         loop = asyncio.get_running_loop()
         request = read_request(inputs)
-        prepared = await loop.run_in_executor(None, self.generator.prepare, request)
+        async with self.budget.hold(request.images):
+            prepared = await loop.run_in_executor(None, self.generator.prepare, request)
         events: asyncio.Queue[TokenEvent | BaseException] = asyncio.Queue()
 
         def sink(event: TokenEvent | BaseException) -> None:  # on the engine thread
