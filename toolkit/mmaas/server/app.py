@@ -29,6 +29,7 @@ from typing import Any
 from grpc_health.v1 import health_pb2
 from grpc_health.v1._async import HealthServicer
 
+from mmaas.core.endpoints import LIVENESS_SERVICE
 from mmaas.core.errors import MmaasError
 from mmaas.server import gpu_metrics
 from mmaas.server.context import ServerContext
@@ -75,6 +76,7 @@ async def run(settings: Settings, started: BringUp | None = None) -> None:
     loaded: dict[str, LoadedEngine] = {}  # filled once the engines are loaded
     health = HealthServicer()
     await _set_health(health, False)
+    await health.set(LIVENESS_SERVICE, health_pb2.HealthCheckResponse.SERVING)
 
     async def changed() -> None:
         await _set_health(health, repository.ready)

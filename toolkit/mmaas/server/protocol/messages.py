@@ -7,8 +7,10 @@ the Triton export writes the config (:mod:`mmaas.export.triton`).
 
 Triton conventions kept: ``platform`` is the back end's (its runtime part says:
 ``onnxruntime_onnx``, ``tensorrt_plan``), so is the instance group kind (CPU, GPU);
-ModelConfig ``dims`` leave out the batch axis when ``max_batch_size > 0``; BYTES is
-``TYPE_STRING``; statistics durations are cumulative nanoseconds.
+ModelConfig ``dims`` leave out the batch axis when ``max_batch_size > 0``; a rank-0
+tensor is ``dims: [1]`` with ``reshape: { shape: [] }`` (Triton's form for a scalar: its
+ONNX Runtime back end takes no empty ``dims``); BYTES is ``TYPE_STRING``; statistics
+durations are cumulative nanoseconds.
 """
 
 from __future__ import annotations
@@ -52,6 +54,11 @@ def to_model_config(model: ServedModel) -> Any:
         name = "TYPE_STRING" if t.datatype == "BYTES" else f"TYPE_{t.datatype}"
         return model_config_pb2.DataType.Value(name)
 
+    def shape(t: TensorInfo) -> dict[str, Any]:  # dims, and the reshape of a scalar
+        if not t.shape:
+            return {"dims": [1], "reshape": model_config_pb2.ModelTensorReshape(shape=[])}
+        return {"dims": list(t.shape[skip:])}
+
     config = model_config_pb2.ModelConfig(
         name=info.name,
         platform=facts.platform,
@@ -59,14 +66,12 @@ def to_model_config(model: ServedModel) -> Any:
         max_batch_size=info.max_batch_size,
         input=[
             model_config_pb2.ModelInput(
-                name=t.name, data_type=data_type(t), dims=list(t.shape[skip:]), optional=t.optional
+                name=t.name, data_type=data_type(t), optional=t.optional, **shape(t)
             )
             for t in info.inputs
         ],
         output=[
-            model_config_pb2.ModelOutput(
-                name=t.name, data_type=data_type(t), dims=list(t.shape[skip:])
-            )
+            model_config_pb2.ModelOutput(name=t.name, data_type=data_type(t), **shape(t))
             for t in info.outputs
         ],
         instance_group=[
