@@ -34,7 +34,8 @@ def test_models_qwen_vl_serves_the_llm_interface(qwen_vl_export: Path) -> None:
     assert loaded.pipeline is not None and loaded.pipeline.kind == "qwen2-vl"
     model = loaded.pipeline.model
     assert [(t.name, t.datatype, t.optional) for t in model.inputs] == [
-        ("text_input", "BYTES", False),
+        ("text_input", "BYTES", True),  # or messages: the runtime asks for one of the two
+        ("messages", "BYTES", True),
         ("image", "BYTES", True),
         ("stop", "BYTES", True),
         ("max_tokens", "INT32", True),
@@ -42,15 +43,19 @@ def test_models_qwen_vl_serves_the_llm_interface(qwen_vl_export: Path) -> None:
         ("top_p", "FP32", True),
         ("top_k", "INT32", True),
         ("seed", "INT32", True),
+        ("presence_penalty", "FP32", True),
+        ("frequency_penalty", "FP32", True),
+        ("logprobs", "INT32", True),
         ("stream", "BOOL", True),
     ]
-    assert model.inputs[1].max == (8,)
-    assert model.inputs[2].max == (4,)  # OpenAI's limit on stop strings
+    assert model.inputs[2].max == (8,)
+    assert model.inputs[3].max == (4,)  # OpenAI's limit on stop strings
     assert [(t.name, t.datatype, t.shape) for t in model.outputs] == [
         ("text_output", "BYTES", (1,)),
         ("output_ids", "INT32", (-1,)),
         ("finish_reason", "BYTES", (1,)),
         ("num_input_tokens", "INT32", (1,)),
+        ("output_logprobs", "BYTES", (-1,)),
     ]
     assert loaded.pipeline.serve_engines == ("vision",)
 

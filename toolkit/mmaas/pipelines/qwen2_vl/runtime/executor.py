@@ -19,13 +19,14 @@ import numpy as np
 
 from mmaas.pipelines.qwen2_vl.runtime.budget import DecodeBudget
 from mmaas.pipelines.qwen2_vl.runtime.generation import Generator, TokenEvent
+from mmaas.pipelines.qwen2_vl.runtime.logprobs import LogprobText
 from mmaas.pipelines.qwen2_vl.runtime.request import read_request, token_outputs
 from mmaas.pipelines.qwen2_vl.runtime.scheduler import Scheduler
 from mmaas.pipelines.qwen2_vl.runtime.text import TextStream
 from mmaas.server.streaming import Response
 
 Arrays = dict[str, np.ndarray]
-UNARY = ("text_output", "output_ids", "finish_reason", "num_input_tokens")
+UNARY = ("text_output", "output_ids", "finish_reason", "num_input_tokens", "output_logprobs")
 
 
 class GenerationExecutor:
@@ -36,6 +37,7 @@ class GenerationExecutor:
         self.generator = generator
         self.scheduler = Scheduler(generator, max_batch)
         self.budget = budget  # decoded pictures in flight
+        self.logprob_text = LogprobText(generator.tokenizer)
 
     def start(self) -> None:
         """Start the engine thread (called on the running loop, before the model is ready)."""
@@ -70,7 +72,8 @@ class GenerationExecutor:
                 if isinstance(event, BaseException):
                     raise event
                 piece, reason = text.push(event)
-                tensors = token_outputs(piece, [event.token_id], reason, len(prepared.ids))
+                entries = [self.logprob_text(event.logprobs)] if event.logprobs else []
+                tensors = token_outputs(piece, [event.token_id], reason, len(prepared.ids), entries)
                 yield Response({name: tensors[name] for name in outputs}, final=bool(reason))
                 if reason:
                     return  # a stop string ends it early: the ticket's row leaves the batch
@@ -84,13 +87,15 @@ class GenerationExecutor:
         ``output_ids``, the last response's ``finish_reason``."""
         ids: list[int] = []
         pieces: list[bytes] = []
+        entries: list[bytes] = []
         async for response in self.responses(inputs, list(UNARY), timeout_s):
             ids.extend(int(i) for i in response.outputs["output_ids"])
             pieces.append(response.outputs["text_output"][0])
+            entries.extend(response.outputs["output_logprobs"])
         last = response.outputs
         reason = last["finish_reason"][0].decode()
         prompt = int(last["num_input_tokens"][0])
-        tensors = token_outputs(b"".join(pieces).decode(), ids, reason, prompt)
+        tensors = token_outputs(b"".join(pieces).decode(), ids, reason, prompt, entries)
         return {name: tensors[name] for name in outputs}
 
     async def close(self) -> None:

@@ -26,6 +26,7 @@ from mmaas.core.errors import InputError
 from mmaas.pipelines.qwen2_vl.config import RuntimeConfig
 from mmaas.pipelines.qwen2_vl.runtime.images import ImagePreprocessor, decode_image
 from mmaas.pipelines.qwen2_vl.runtime.limits import Limits
+from mmaas.pipelines.qwen2_vl.runtime.logprobs import TokenLogprobs
 from mmaas.pipelines.qwen2_vl.runtime.prompt import PromptBuilder, rope_index
 from mmaas.pipelines.qwen2_vl.runtime.request import GenerationRequest
 from mmaas.pipelines.qwen2_vl.runtime.sampling import DEFAULT_MAX_TOKENS, Sampler, SamplingParams
@@ -50,6 +51,7 @@ class TokenEvent:
     token_id: int
     text: str
     finish_reason: str | None = None  # "stop" (a stop id, included) | "length" (max_tokens)
+    logprobs: TokenLogprobs | None = None  # when the request asked for them
 
 
 @dataclass
@@ -118,7 +120,7 @@ class Generator:
                 f"({', '.join(f'{h}x{w}' for _, h, w in grids)}); the vision engine's profile "
                 f"takes at most {limits.max_patches} per request"
             )
-        ids = self.prompts(request.text, grids)
+        ids = self.prompts(request.conversation, grids)
         image_tokens = total // self.config.image.merge_size**2
         counts = f"{len(ids) - image_tokens} text + {image_tokens} image tokens"
         if len(ids) >= limits.context:
@@ -174,7 +176,7 @@ class Generator:
             reason = "stop"
         elif len(seq.generated) >= seq.max_tokens:
             reason = "length"
-        return TokenEvent(token, piece, reason)
+        return TokenEvent(token, piece, reason, seq.sampler.logprobs)
 
     def decode(
         self, seqs: Seq[Sequence], tokens: Seq[int], cache: list[np.ndarray], mask: np.ndarray
