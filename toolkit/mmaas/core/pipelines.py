@@ -59,7 +59,8 @@ PIPELINES: dict[str, PipelineParts] = {
         "mmaas.pipelines.qwen2_vl.spec:Qwen2VLKind",
         "mmaas.pipelines.qwen2_vl.runtime.pipeline:Qwen2VLRuntime",
         runtime_modules=("mmaas.pipelines.qwen2_vl.runtime", "mmaas.pipelines.qwen2_vl.config"),
-        runtime_packages=("pillow", "tokenizers"),
+        # httpx and what it imports: the OpenAI front end's picture fetching
+        runtime_packages=("pillow", "tokenizers", "httpx", "httpcore", "h11", "certifi"),
         convert="mmaas.pipelines.qwen2_vl.convert.converter:Qwen2VLConverter",
     ),
 }

@@ -91,7 +91,8 @@ async def run(settings: Settings, started: BringUp | None = None) -> None:
     )
     signals = Signals()
     server = grpc_server(settings, context, health)
-    chat = openai_routes(context.plane, settings.http_read_timeout_s, settings.openai_api_key)
+    chat = openai_routes(context.plane, settings.http_read_timeout_s, settings.openai_api_key,
+                         settings.fetch)  # fmt: skip
     http = HttpServer(create_app(context, settings.http_read_timeout_s, chat), settings)
     metrics_http = _serve_metrics(settings, repository)
     await server.start()

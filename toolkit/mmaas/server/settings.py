@@ -86,6 +86,19 @@ class KeepaliveSettings:
 
 
 @dataclass(frozen=True)
+class FetchSettings:
+    """How the OpenAI front end fetches http(s) picture URLs (:mod:`mmaas.server.openai.
+    fetch`): on or off, the whole fetch's time in seconds, the body's byte cap, the
+    redirects followed, the networks allowed although loopback, private or link-local."""
+
+    enabled: bool = table.FETCH_PICTURES.default
+    timeout_s: float = table.FETCH_TIMEOUT_S.default
+    max_bytes: int = table.FETCH_MAX_BYTES.default
+    max_redirects: int = table.FETCH_MAX_REDIRECTS.default
+    allow: tuple[str, ...] = table.FETCH_ALLOW.default
+
+
+@dataclass(frozen=True)
 class Settings:
     """Everything the server is configured with; built by :func:`from_env`.
 
@@ -117,6 +130,7 @@ class Settings:
     tls: TlsSettings | None = None
     openai_api_key: str | None = None  # the OpenAI routes' key; None = none asked
     max_decode_bytes: int = table.MAX_DECODE_BYTES.default  # a vision pipeline's pictures
+    fetch: FetchSettings = FetchSettings()
 
 
 def from_env(environ: Mapping[str, str] | None = None) -> Settings:
@@ -164,6 +178,13 @@ def from_env(environ: Mapping[str, str] | None = None) -> Settings:
         tls=_tls(env),
         openai_api_key=_api_key(env),
         max_decode_bytes=env[table.MAX_DECODE_BYTES],
+        fetch=FetchSettings(
+            enabled=env[table.FETCH_PICTURES],
+            timeout_s=env[table.FETCH_TIMEOUT_S],
+            max_bytes=env[table.FETCH_MAX_BYTES],
+            max_redirects=env[table.FETCH_MAX_REDIRECTS],
+            allow=env[table.FETCH_ALLOW],
+        ),
     )
     _check_ports_differ(settings)
     return settings

@@ -1,17 +1,17 @@
 """``POST /v1/chat/completions`` over the one request path: the body is read and parsed
-(:mod:`.request`) into the generation interface's inputs, which
-:meth:`~mmaas.server.dataplane.DataPlane.infer` / ``stream`` check, run and account for
-like any KServe request; each response is written as OpenAI writes it.
+(:mod:`.request`, :mod:`.messages`), the pictures fetched (:mod:`.fetch`), and each of the
+``n`` choices (:mod:`.choices`) sent as the generation interface's inputs to
+:meth:`~mmaas.server.dataplane.DataPlane.infer` / ``stream``, which check, run and account
+for it like any KServe request; the answers are written as OpenAI writes them.
 
-* Unary: ``chat.completion`` with one choice (``message.content``, ``finish_reason``
-  ``stop``/``length``) and ``usage`` (``prompt_tokens`` counts the pictures' tokens).
-* Stream (``stream: true``): ``chat.completion.chunk`` server-sent events: the role
-  first (``delta: {"role": "assistant", "content": ""}``), then content deltas (text that
-  could begin a stop string is held back), one ``finish_reason``, then with
-  ``stream_options.include_usage`` a usage chunk with ``choices: []`` (every other chunk
-  has ``usage: null``), then ``data: [DONE]``. An error before the first event is a JSON
-  error with its 4xx/5xx status; after it, one ``data: {"error": ...}`` event, then the
-  stream ends.
+* Unary: ``chat.completion`` with ``n`` choices (``message.content``, ``logprobs``,
+  ``finish_reason`` ``stop``/``length``) and ``usage`` (``prompt_tokens`` counts the
+  pictures' tokens).
+* Stream (``stream: true``): ``chat.completion.chunk`` server-sent events (per choice: the
+  role first, content deltas with their logprobs, one ``finish_reason``; then the usage
+  chunk with ``choices: []`` when asked, every other chunk with ``usage: null``; then
+  ``data: [DONE]``). An error before the first event is a JSON error with its 4xx/5xx
+  status; after it, one ``data: {"error": ...}`` event, then the stream ends.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncIterator
+from contextlib import aclosing
 from typing import Any
 
 import orjson
@@ -27,93 +28,57 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 
 from mmaas.server.dataplane import DataPlane, Failed
-from mmaas.server.openai.errors import error_body, error_response, failure_error
-from mmaas.server.openai.request import ChatError, ChatRequest, parse_chat
-from mmaas.server.protocol.types import InferRequest, InferResponse
+from mmaas.server.openai.choices import Answers, Merged, Outputs, choice_inputs, unary
+from mmaas.server.openai.errors import ChatError, error_body, error_response, failure_error
+from mmaas.server.openai.fetch import Fetcher
+from mmaas.server.openai.request import ChatRequest, parse_chat
+from mmaas.server.protocol.types import InferInput, InferRequest, InferResponse
 from mmaas.server.repository import ServedModel
+from mmaas.server.settings import FetchSettings
 from mmaas.server.status import NotFound
 
+GENERATION_INPUTS = ("text_input", "messages")
 GENERATION_OUTPUTS = ("text_output", "output_ids", "finish_reason", "num_input_tokens")
 
 
 def is_generation(model: ServedModel) -> bool:
     """True for a model with the generation interface (the qwen2-vl kind's, and any
-    pipeline that serves text_input -> text_output with finish reasons and counts)."""
+    pipeline that serves text_input or a messages conversation -> text_output with finish
+    reasons and counts)."""
     outputs = {tensor.name for tensor in model.info.outputs}
     inputs = {tensor.name for tensor in model.info.inputs}
-    return "text_input" in inputs and outputs.issuperset(GENERATION_OUTPUTS)
+    return inputs.issuperset(GENERATION_INPUTS) and outputs.issuperset(GENERATION_OUTPUTS)
 
 
-class ChatExchange:
-    """One chat request as the data plane reads it, each response as OpenAI's JSON
+class ChoiceExchange:
+    """One choice's request as the data plane reads it; each response kept as its outputs
     (:class:`mmaas.server.dataplane.Exchange`)."""
 
-    def __init__(self, chat: ChatRequest, size: int) -> None:
-        self.chat, self.size = chat, size
-        self.id = f"chatcmpl-{uuid.uuid4().hex}"
-        self.created = int(time.time())
-        self.tokens = 0  # completion tokens so far
+    def __init__(self, ident: str, inputs: list[InferInput], size: int) -> None:
+        self.ident, self.inputs, self.size = ident, inputs, size
+        self.model = ""
 
     async def read(self, model: ServedModel) -> InferRequest:
-        """The parsed inputs; a model without the generation interface is NOT_FOUND."""
+        """The inputs; a model without the generation interface is NOT_FOUND."""
         if not is_generation(model):
             raise NotFound(
                 f"model {model.name!r} does not generate text; GET /v1/models lists those that do"
             )
-        return InferRequest(self.id, self.chat.inputs, size=self.size)
+        self.model = model.name
+        return InferRequest(self.ident, self.inputs, size=self.size)
 
-    def write(self, model: ServedModel, request: InferRequest, response: InferResponse) -> Any:
-        """``chat.completion`` (see the module docstring)."""
-        out = _outputs(response)
-        prompt, completion = int(out["num_input_tokens"][0]), len(out["output_ids"])
-        message = {"role": "assistant", "content": out["text_output"][0].decode()}
-        return {
-            "id": self.id, "object": "chat.completion", "created": self.created,
-            "model": model.name, "system_fingerprint": None,
-            "choices": [{"index": 0, "message": message, "logprobs": None,
-                         "finish_reason": out["finish_reason"][0].decode()}],
-            "usage": _usage(prompt, completion),
-        }  # fmt: skip
-
-
-class ChunkExchange(ChatExchange):
-    """As :class:`ChatExchange`, each response written as server-sent events."""
-
-    def write(self, model: ServedModel, request: InferRequest, response: InferResponse) -> Any:
-        """The chunks of one response (the role chunk before the first)."""
-        out = _outputs(response)
-        events = [] if self.tokens else [self._chunk(model, {"role": "assistant", "content": ""})]
-        self.tokens += len(out["output_ids"])
-        text = out["text_output"][0].decode()
-        reason = out["finish_reason"][0].decode() or None
-        if text or reason:
-            events.append(self._chunk(model, {"content": text} if text else {}, reason))
-        if reason and self.chat.include_usage:
-            usage = _usage(int(out["num_input_tokens"][0]), self.tokens)
-            events.append(self._event(model, [], usage))
-        if reason:
-            events.append(b"data: [DONE]\n\n")
-        return b"".join(events)
-
-    def _chunk(self, model: ServedModel, delta: dict, reason: str | None = None) -> bytes:
-        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": reason}
-        return self._event(model, [choice], None)
-
-    def _event(self, model: ServedModel, choices: list, usage: dict | None) -> bytes:
-        document: dict[str, Any] = {
-            "id": self.id, "object": "chat.completion.chunk", "created": self.created,
-            "model": model.name, "system_fingerprint": None, "choices": choices,
-        }  # fmt: skip
-        if self.chat.include_usage:
-            document["usage"] = usage
-        return b"data: " + orjson.dumps(document) + b"\n\n"
+    def write(self, model: ServedModel, request: InferRequest, response: InferResponse) -> Outputs:
+        """The response's outputs by name."""
+        return {output.name: output.data for output in response.outputs}
 
 
 class ChatEndpoint:
-    """The endpoint over the data plane; ``read_timeout_s`` bounds the body's arrival."""
+    """The endpoint over the data plane; ``read_timeout_s`` bounds the body's arrival,
+    ``fetch`` how pictures are fetched."""
 
-    def __init__(self, plane: DataPlane, read_timeout_s: float) -> None:
+    def __init__(self, plane: DataPlane, read_timeout_s: float, fetch: FetchSettings) -> None:
         self.plane, self.read_timeout_s = plane, read_timeout_s
+        self.fetcher = Fetcher(fetch)
 
     async def handle(self, request: Request) -> Response:
         """One chat completion, unary or streamed (see the module docstring)."""
@@ -125,16 +90,22 @@ class ChatEndpoint:
             except orjson.JSONDecodeError as exc:
                 raise ChatError(f"the request body is not valid JSON: {exc}") from None
             chat = parse_chat(document)
+            pictures = await self.fetcher.pictures(chat.pictures)
+            ident = f"chatcmpl-{uuid.uuid4().hex}"
+            exchanges = [ChoiceExchange(ident, inputs, len(body))
+                         for inputs in choice_inputs(chat, pictures)]  # fmt: skip
             if not chat.stream:
-                answer = await self.plane.infer(chat.model, "", ChatExchange(chat, len(body)))
-                return Response(orjson.dumps(answer), media_type="application/json")
-            events = self.plane.stream(chat.model, "", ChunkExchange(chat, len(body)))
-            first = await anext(events)
+                answers = await unary([self.plane.infer(chat.model, "", e) for e in exchanges])
+                document = Answers(chat, ident, int(time.time()), exchanges[0].model)
+                return _json(document.completion_document(answers))
+            merged = Merged([self.plane.stream(chat.model, "", e) for e in exchanges])
+            await merged.started()
         except ChatError as error:
             return error_response(error)
         except Failed as failed:
             return error_response(failure_error(failed.failure, chat))
-        return StreamingResponse(_events(first, events, chat), media_type="text/event-stream")
+        answer = Answers(chat, ident, int(time.time()), exchanges[0].model)
+        return StreamingResponse(_events(merged, answer, chat), media_type="text/event-stream")
 
     async def _body(self, request: Request) -> bytes:
         """The body within the largest message limit of the served models (413 past it,
@@ -168,28 +139,22 @@ class ChatEndpoint:
         return b"".join(chunks)
 
 
-async def _events(
-    first: bytes, events: AsyncGenerator[bytes, None], chat: ChatRequest
-) -> AsyncIterator[bytes]:
-    """The first events, the others, or one error event; closing this iterator (the client
-    left) closes the data plane's stream, which stops the generation."""
+async def _events(merged: Merged, answer: Answers, chat: ChatRequest) -> AsyncIterator[bytes]:
+    """Each choice's chunks as they come, then the tail; or one error event. Closing this
+    iterator (the client left) closes every choice's stream, which stops its generation."""
+    started: set[int] = set()
     try:
-        yield first
-        async for event in events:
-            yield event
+        async with aclosing(merged.items()) as items:
+            async for index, outputs in items:
+                yield answer.chunk_events(index, outputs, index not in started)
+                started.add(index)
+        yield answer.tail_events()
     except Failed as failed:
         yield b"data: " + error_body(failure_error(failed.failure, chat)) + b"\n\n"
-    finally:
-        await events.aclose()
 
 
-def _outputs(response: InferResponse) -> dict[str, Any]:
-    return {output.name: output.data for output in response.outputs}
-
-
-def _usage(prompt: int, completion: int) -> dict[str, int]:
-    return {"prompt_tokens": prompt, "completion_tokens": completion,
-            "total_tokens": prompt + completion}  # fmt: skip
+def _json(document: Any) -> Response:
+    return Response(orjson.dumps(document), media_type="application/json")
 
 
 def _too_large(size: int, limit: int) -> str:

@@ -11,12 +11,15 @@ field they came from (``max_completion_tokens``, ``messages[0].content[2].image_
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 import orjson
 from starlette.responses import Response
 
 from mmaas.server.inference import Failure
-from mmaas.server.openai.request import ChatError, ChatRequest
+
+if TYPE_CHECKING:
+    from mmaas.server.openai.request import ChatRequest
 
 STATUS = {  # request-path status -> (HTTP status, OpenAI error type)
     "INVALID_ARGUMENT": (400, "invalid_request_error"),
@@ -27,7 +30,22 @@ STATUS = {  # request-path status -> (HTTP status, OpenAI error type)
     "DEADLINE_EXCEEDED": (504, "server_error"),
 }
 INPUT = re.compile(r"^input '(\w+)'(?: element (\d+))?")
+MESSAGE = re.compile(r"^: (messages\[\d+\][\w.\[\]]*)")
 TOO_LARGE = "over the server's limit"
+
+
+class ChatError(Exception):
+    """A request OpenAI's API answers with 4xx: ``status``, ``message``, ``param`` (the
+    field at fault, dotted with indices), ``code`` and ``type`` of OpenAI's error body."""
+
+    def __init__(
+        self, message: str, param: str | None = None, status: int = 400,
+        code: str | None = None, kind: str = "invalid_request_error",
+    ) -> None:  # fmt: skip
+        super().__init__(message)
+        self.message, self.param, self.status, self.code, self.kind = (
+            message, param, status, code, kind,
+        )  # fmt: skip
 
 
 def error_body(error: ChatError) -> bytes:
@@ -61,7 +79,8 @@ def _param(message: str, chat: ChatRequest | None) -> str | None:
     name, element = match.group(1), match.group(2)
     if name == "image":
         index = int(element) if element is not None else len(chat.pictures)
-        return chat.pictures[index] if index < len(chat.pictures) else "messages"
-    if name == "text_input":
-        return "messages"
+        return chat.pictures[index][0] if index < len(chat.pictures) else "messages"
+    if name == "messages":  # the runtime's conversation has the request's indices
+        element = MESSAGE.match(message[match.end() :])
+        return element.group(1) if element else "messages"
     return chat.names.get(name, name)

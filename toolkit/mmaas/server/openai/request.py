@@ -1,16 +1,20 @@
 """An OpenAI ``POST /v1/chat/completions`` body -> the generation interface's inputs, by small
-typed parsing (the runtime image has no pydantic). Every refusal is :class:`ChatError`
-(400) naming the field (``param``) as OpenAI does (``messages[0].content[1].image_url``).
+typed parsing (the runtime image has no pydantic). Every refusal is
+:class:`~.errors.ChatError` (400) naming the field (``param``) as OpenAI does
+(``messages[0].content[1].image_url``).
 
 Fields (docs/openai.md has the table):
 
-* ``model`` (required), ``messages`` (required; see :func:`_conversation`);
+* ``model`` (required), ``messages`` (required; :mod:`.messages`: the conversation and its
+  pictures' URLs, fetched later by :mod:`.fetch`);
 * ``max_completion_tokens`` or ``max_tokens`` -> ``max_tokens``; ``temperature``, ``top_p``,
-  ``top_k`` (extension), ``seed`` -> the inputs of the same names (their ranges are the
-  runtime's: one message for every interface); ``stop`` (a string or up to 4) -> ``stop``;
+  ``top_k`` (extension), ``seed``, ``presence_penalty``, ``frequency_penalty`` -> the inputs
+  of the same names (their ranges are the runtime's: one message for every interface);
+  ``stop`` (a string or up to 4) -> ``stop``; ``logprobs`` with ``top_logprobs`` (0..20)
+  -> ``logprobs`` (the alternatives per token);
+* ``n`` (1..:data:`MAX_CHOICES`): that many choices (:mod:`.choices`);
 * ``stream``, ``stream_options.include_usage``;
-* ``n`` 1 only, ``logprobs`` false only, ``presence_penalty``/``frequency_penalty`` 0 only,
-  ``response_format`` ``{"type": "text"}`` only, ``tools``/``functions`` none: anything
+* ``response_format`` ``{"type": "text"}`` only, ``tools``/``functions`` none: anything
   else is refused naming the field (never one silent choice, never ignored);
 * :data:`IGNORED`: accepted and documented no-ops (who the user is, storage and billing
   hints); every other field is refused naming it.
@@ -18,11 +22,11 @@ Fields (docs/openai.md has the table):
 
 from __future__ import annotations
 
-import base64
-import binascii
 from dataclasses import dataclass, field
 from typing import Any
 
+from mmaas.server.openai.errors import ChatError
+from mmaas.server.openai.messages import conversation
 from mmaas.server.protocol.types import InferInput, Values
 
 # Accepted, no effect on the answer: identification, storage and billing hints.
@@ -30,44 +34,35 @@ IGNORED = (
     "user", "metadata", "store", "service_tier", "prompt_cache_key", "safety_identifier",
     "parallel_tool_calls", "tool_choice",
 )  # fmt: skip
-ROLES = ("system", "developer", "user", "assistant", "tool", "function")
-MAGIC = {  # the accepted picture formats' first bytes, by the MIME type a data URL declares
-    "image/png": (b"\x89PNG\r\n\x1a\n",),
-    "image/jpeg": (b"\xff\xd8\xff",),
-    "image/jpg": (b"\xff\xd8\xff",),
-    "image/gif": (b"GIF87a", b"GIF89a"),
-    "image/webp": (b"RIFF",),
-    "image/bmp": (b"BM",),
-    "image/tiff": (b"II*\x00", b"MM\x00*"),
-}
 MAX_STOPS = 4
-
-
-class ChatError(Exception):
-    """A request OpenAI's API answers with 4xx: ``status``, ``message``, ``param`` (the
-    field at fault, dotted with indices), ``code`` and ``type`` of OpenAI's error body."""
-
-    def __init__(
-        self, message: str, param: str | None = None, status: int = 400,
-        code: str | None = None, kind: str = "invalid_request_error",
-    ) -> None:  # fmt: skip
-        super().__init__(message)
-        self.message, self.param, self.status, self.code, self.kind = (
-            message, param, status, code, kind,
-        )  # fmt: skip
+MAX_CHOICES = 16  # n: each choice is a generation of its own on the request path
+MAX_TOP_LOGPROBS = 20
+SCALARS = (  # (input, request field, datatype)
+    ("temperature", "temperature", "FP32"), ("top_p", "top_p", "FP32"),
+    ("top_k", "top_k", "INT32"), ("seed", "seed", "INT32"),
+    ("presence_penalty", "presence_penalty", "FP32"),
+    ("frequency_penalty", "frequency_penalty", "FP32"),
+)  # fmt: skip
+KNOWN = {"model", "messages", "max_tokens", "max_completion_tokens", "stop", "stream",
+         "stream_options", "n", "logprobs", "top_logprobs", "response_format", "tools",
+         "functions", *(source for _, source, _ in SCALARS), *IGNORED}  # fmt: skip
 
 
 @dataclass
 class ChatRequest:
-    """A parsed request: the model, the inputs for the generation interface, where each
-    picture came from (``pictures[i]`` = the param of the ``image`` input's element i),
-    the streaming wishes, and which field set ``max_tokens``."""
+    """A parsed request: the model, the generation interface's inputs but the pictures,
+    the pictures' sources (``pictures[i]`` = (param, URL) of the ``image`` input's element
+    i), ``n``, the request's seed (None: none given), the streaming wishes, whether
+    logprobs are asked, and which field set each input (``names``)."""
 
     model: str
     inputs: list[InferInput] = field(default_factory=list)
-    pictures: list[str] = field(default_factory=list)
+    pictures: list[tuple[str, str]] = field(default_factory=list)
+    n: int = 1
+    seed: int | None = None
     stream: bool = False
     include_usage: bool = False
+    logprobs: bool = False
     names: dict[str, str] = field(default_factory=dict)  # input -> request field
 
 
@@ -79,25 +74,18 @@ def parse_chat(document: Any) -> ChatRequest:
     """
     if not isinstance(document, dict):
         raise ChatError("the request body must be a JSON object")
-    known = {"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p",
-             "top_k", "seed", "stop", "stream", "stream_options", "n", "logprobs",
-             "top_logprobs", "presence_penalty", "frequency_penalty", "response_format",
-             "tools", "functions", *IGNORED}  # fmt: skip
     for name in document:
-        if name not in known:
+        if name not in KNOWN:
             raise ChatError(f"unrecognized request argument supplied: {name}", name)
     _refuse_unsupported(document)
     model = document.get("model")
     if not isinstance(model, str) or not model:
         raise ChatError("'model' must be the name of a served model (GET /v1/models)", "model")
     chat = ChatRequest(model)
-    text, pictures = _conversation(document.get("messages"))
-    chat.inputs.append(InferInput("text_input", "BYTES", (1,), Values([text.encode()])))
-    if pictures:
-        chat.pictures = [param for param, _ in pictures]
-        data = [blob for _, blob in pictures]
-        chat.inputs.append(InferInput("image", "BYTES", (len(data),), Values(data)))
+    messages, chat.pictures = conversation(document.get("messages"))
+    chat.inputs.append(InferInput("messages", "BYTES", (1,), Values([messages])))
     _sampling(document, chat)
+    _choices_and_logprobs(document, chat)
     chat.stream = _typed(document, "stream", bool, False)
     options = document.get("stream_options")
     if options is not None:
@@ -111,14 +99,6 @@ def parse_chat(document: Any) -> ChatRequest:
 
 def _refuse_unsupported(document: dict[str, Any]) -> None:
     """Fields whose only accepted value is their default (see the module docstring)."""
-    if document.get("n", 1) != 1:
-        raise ChatError("only n: 1 is served (one choice per request); send n requests", "n")
-    if document.get("logprobs") not in (None, False) or document.get("top_logprobs") is not None:
-        param = "top_logprobs" if document.get("top_logprobs") is not None else "logprobs"
-        raise ChatError("logprobs are not served by this server", param)
-    for name in ("presence_penalty", "frequency_penalty"):
-        if document.get(name) not in (None, 0, 0.0):
-            raise ChatError(f"{name} is not served: only 0 (the default) is accepted", name)
     response_format = document.get("response_format")
     if response_format is not None and response_format != {"type": "text"}:
         raise ChatError(
@@ -131,26 +111,18 @@ def _refuse_unsupported(document: dict[str, Any]) -> None:
 
 
 def _sampling(document: dict[str, Any], chat: ChatRequest) -> None:
-    """max_tokens, temperature, top_p, top_k, seed and stop -> inputs."""
+    """max_tokens, the scalars of :data:`SCALARS` and stop -> inputs."""
     limits = [(name, document.get(name)) for name in ("max_completion_tokens", "max_tokens")]
     given = [(name, value) for name, value in limits if value is not None]
     if len(given) == 2 and given[0][1] != given[1][1]:
         raise ChatError("max_tokens and max_completion_tokens differ; send one", "max_tokens")
     scalars = [("max_tokens", given[0][0], "INT32")] if given else []
-    scalars += [("temperature", "temperature", "FP32"), ("top_p", "top_p", "FP32"),
-                ("top_k", "top_k", "INT32"), ("seed", "seed", "INT32")]  # fmt: skip
-    for name, source, datatype in scalars:
-        value = document.get(source)
-        if value is None:
-            continue
-        integral = datatype == "INT32"
-        if isinstance(value, bool) or not isinstance(value, int if integral else (int, float)):
-            kind = "an integer" if integral else "a number"
-            raise ChatError(f"'{source}' must be {kind}, got {value!r:.40}", source)
-        if integral and not -(2**31) <= value < 2**31:
-            raise ChatError(f"'{source}': {value} does not fit a 32-bit integer", source)
-        chat.inputs.append(InferInput(name, datatype, (1,), Values([value])))
-        chat.names[name] = source
+    for name, source, datatype in [*scalars, *SCALARS]:
+        value = _number(document, source, datatype == "INT32")
+        if value is not None:
+            chat.inputs.append(InferInput(name, datatype, (1,), Values([value])))
+            chat.names[name] = source
+    chat.seed = _number(document, "seed", True)
     stop = document.get("stop")
     if stop is None:
         return
@@ -164,91 +136,39 @@ def _sampling(document: dict[str, Any], chat: ChatRequest) -> None:
         chat.names["stop"] = "stop"
 
 
-def _conversation(messages: Any) -> tuple[str, list[tuple[str, bytes]]]:
-    """The one user turn the chat template serves -> (its text, [(param, picture bytes)]).
-
-    Rule: ``messages`` holds one message, role ``user``; its content is a string or
-    parts, ``text`` and ``image_url`` (a ``data:`` URL of an accepted format) in any
-    order. The pictures go first in the turn, in their order, then the text parts joined
-    (the served template's layout: images, then text)."""
-    if not isinstance(messages, list) or not messages:
-        raise ChatError("'messages' must be a non-empty list of messages", "messages")
-    for index, message in enumerate(messages):
-        where = f"messages[{index}]"
-        if not isinstance(message, dict):
-            raise ChatError(f"{where} must be an object with role and content", where)
-        role = message.get("role")
-        if role not in ROLES:
-            raise ChatError(f"{where}.role: {role!r:.40} is not one of {', '.join(ROLES)}",
-                            f"{where}.role")  # fmt: skip
-        if role != "user" or index > 0:
-            raise ChatError(
-                f"{where}: this model serves one user message per request (the chat "
-                f"template it was converted with holds one user turn); got role {role!r} "
-                f"at index {index}",
-                f"{where}.role",
-            )
-    return _content(messages[0].get("content"), "messages[0].content")
-
-
-def _content(content: Any, where: str) -> tuple[str, list[tuple[str, bytes]]]:
-    if isinstance(content, str):
-        return content, []
-    if not isinstance(content, list) or not content:
-        raise ChatError(f"{where} must be a string or a non-empty list of parts", where)
-    texts: list[str] = []
-    pictures: list[tuple[str, bytes]] = []
-    for index, part in enumerate(content):
-        at = f"{where}[{index}]"
-        kind = part.get("type") if isinstance(part, dict) else None
-        if kind == "text":
-            text = part.get("text")
-            if not isinstance(text, str):
-                raise ChatError(f"{at}.text must be a string, got {text!r:.40}", f"{at}.text")
-            texts.append(text)
-        elif kind == "image_url":
-            url = part.get("image_url")
-            url = url.get("url") if isinstance(url, dict) else None
-            if not isinstance(url, str):
-                raise ChatError(f"{at}.image_url.url must be a URL string", f"{at}.image_url.url")
-            pictures.append((f"{at}.image_url.url", picture_bytes(url, f"{at}.image_url.url")))
-        else:
-            raise ChatError(
-                f"{at}: part type {kind!r:.40} is not served; send text or image_url parts",
-                f"{at}.type",
-            )
-    return "".join(texts), pictures
-
-
-def picture_bytes(url: str, param: str) -> bytes:
-    """The picture a ``data:image/<format>;base64,...`` URL holds.
-
-    Raises:
-        ChatError: not a data URL (remote pictures are not fetched), not base64, a MIME
-            type that is no accepted picture format, or bytes of another format than it
-            declares. The message never echoes the data.
-    """
-    if not url.startswith("data:"):
+def _choices_and_logprobs(document: dict[str, Any], chat: ChatRequest) -> None:
+    """``n`` (1..MAX_CHOICES); ``logprobs`` (bool) with ``top_logprobs`` (0..20, only with
+    ``logprobs: true``) -> the ``logprobs`` input."""
+    n = _number(document, "n", True)
+    if n is not None and not 1 <= n <= MAX_CHOICES:
+        raise ChatError(f"'n': {n} is out of range; 1 <= n <= {MAX_CHOICES}", "n")
+    chat.n = n or 1
+    chat.logprobs = _typed(document, "logprobs", bool, False)
+    top = _number(document, "top_logprobs", True)
+    if top is not None and not chat.logprobs:
+        raise ChatError("top_logprobs needs logprobs: true", "top_logprobs")
+    if top is not None and not 0 <= top <= MAX_TOP_LOGPROBS:
         raise ChatError(
-            "only data: URLs are served (data:image/png;base64,...); this server does not "
-            "fetch remote pictures",
-            param,
+            f"'top_logprobs': {top} is out of range; 0 <= top_logprobs <= {MAX_TOP_LOGPROBS}",
+            "top_logprobs",
         )
-    header, comma, payload = url.partition(",")
-    mime = header[5:].split(";")[0].strip().lower()
-    if not comma or not header.endswith(";base64"):
-        raise ChatError("the data URL must be base64 encoded (data:<type>;base64,<data>)", param)
-    if mime not in MAGIC:
-        accepted = ", ".join(sorted({m for m in MAGIC if m != "image/jpg"}))
-        raise ChatError(f"pictures of type {mime!r:.40} are not accepted; send {accepted}", param)
-    try:
-        data = base64.b64decode(payload, validate=True)
-    except (binascii.Error, ValueError):
-        raise ChatError("the data URL does not hold valid base64", param) from None
-    if not data.startswith(MAGIC[mime]):
-        raise ChatError(f"the data URL declares {mime} but its bytes are not a {mime} file",
-                        param)  # fmt: skip
-    return data
+    if chat.logprobs:
+        chat.inputs.append(InferInput("logprobs", "INT32", (1,), Values([top or 0])))
+        chat.names["logprobs"] = "top_logprobs" if top is not None else "logprobs"
+
+
+def _number(document: dict[str, Any], name: str, integral: bool) -> Any:
+    """``document[name]``: an integer (a 32-bit one) or, unless ``integral``, a number;
+    None when absent or null."""
+    value = document.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int if integral else (int, float)):
+        raise ChatError(f"'{name}' must be {'an integer' if integral else 'a number'}, "
+                        f"got {value!r:.40}", name)  # fmt: skip
+    if integral and not -(2**31) <= value < 2**31:
+        raise ChatError(f"'{name}': {value} does not fit a 32-bit integer", name)
+    return value
 
 
 def _typed(document: dict[str, Any], name: str, kind: type, default: Any, prefix: str = "") -> Any:

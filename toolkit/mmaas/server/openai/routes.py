@@ -20,16 +20,19 @@ from starlette.routing import BaseRoute, Route
 
 from mmaas.server.dataplane import DataPlane
 from mmaas.server.openai.chat import ChatEndpoint, is_generation
-from mmaas.server.openai.errors import error_response
-from mmaas.server.openai.request import ChatError
+from mmaas.server.openai.errors import ChatError, error_response
 from mmaas.server.repository import ServedModel
+from mmaas.server.settings import FetchSettings
 
 Endpoint = Callable[[Request], Awaitable[Response]]
 
 
-def openai_routes(plane: DataPlane, read_timeout_s: float, api_key: str | None) -> list[BaseRoute]:
-    """The routes over the data plane (``api_key``: None = no key asked)."""
-    chat = ChatEndpoint(plane, read_timeout_s)
+def openai_routes(
+    plane: DataPlane, read_timeout_s: float, api_key: str | None, fetch: FetchSettings
+) -> list[BaseRoute]:
+    """The routes over the data plane (``api_key``: None = no key asked; ``fetch``: how
+    picture URLs are fetched)."""
+    chat = ChatEndpoint(plane, read_timeout_s, fetch)
 
     async def models(request: Request) -> Response:
         listed = [_model(m) for m in plane.repository if is_generation(m)]
