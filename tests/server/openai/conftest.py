@@ -1,6 +1,7 @@
 """Fixtures of the OpenAI-compatible front end's tests: ``mmaas serve`` on a copy of
 models/qwen-vl (compiled on this host, the real server, the real engines), with an API
-key in a secret file, for the whole module; and a small JSON-over-HTTP client."""
+key in a secret file, fetching pictures from 127.0.0.1 (allowed) within 3 s, for the whole
+package; a small JSON-over-HTTP client; a real HTTP server of the pictures."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ from typing import Any
 import pytest
 
 from server.conftest import free_ports
+
+from .picture_server import Origin, picture_server
 
 MMAAS = str(Path(sys.executable).parent / "mmaas")
 FILES = ("model.yaml", "qwen2_vl_vision.onnx", "qwen2_vl_language.onnx", "runtime.json",
@@ -71,10 +74,11 @@ def data_url(data: bytes, mime: str = "image/jpeg") -> str:
 
 
 def user(text: str, *pictures: bytes, mime: str = "image/jpeg") -> list[dict]:
-    """One user message: the text, then each picture as an image_url part."""
-    parts: list[dict] = [{"type": "text", "text": text}]
-    parts += [{"type": "image_url", "image_url": {"url": data_url(p, mime)}} for p in pictures]
-    return [{"role": "user", "content": parts}]
+    """One user message: each picture as an image_url part, then the text (the layout of
+    the generate endpoint's text_input with its images)."""
+    parts: list[dict] = [{"type": "image_url", "image_url": {"url": data_url(p, mime)}}
+                         for p in pictures]  # fmt: skip
+    return [{"role": "user", "content": [*parts, {"type": "text", "text": text}]}]
 
 
 def events(stream: str) -> list[Any]:
@@ -100,7 +104,8 @@ def served(qwen_vl_export: Path, tmp_path_factory: pytest.TempPathFactory) -> It
     http_port, grpc_port = free_ports(2)
     log = root / "serve.log"
     env = {**os.environ, "MMAAS_OPENAI_API_KEY_FILE": str(root / "key"),
-           "MMAAS_MAX_DECODE_BYTES": str(DECODE_BYTES)}  # fmt: skip
+           "MMAAS_MAX_DECODE_BYTES": str(DECODE_BYTES), "MMAAS_FETCH_ALLOW": "127.0.0.1",
+           "MMAAS_FETCH_TIMEOUT_S": "3"}  # fmt: skip
     argv = [MMAAS, "serve", str(folder), "--http-port", str(http_port), "--grpc-port",
             str(grpc_port), "--metrics-port", "0"]  # fmt: skip
     with log.open("wb") as out:
@@ -127,6 +132,13 @@ def served(qwen_vl_export: Path, tmp_path_factory: pytest.TempPathFactory) -> It
 def pictures(qwen_vl_pictures: Path) -> dict[str, bytes]:
     """The real photographs' encoded bytes by file name."""
     return {path.name: path.read_bytes() for path in sorted(qwen_vl_pictures.iterdir())}
+
+
+@pytest.fixture(scope="package")
+def origin(pictures: dict[str, bytes]) -> Iterator[Origin]:
+    """A real HTTP server of the pictures (``/files/<name>``; picture_server.py)."""
+    with picture_server(pictures) as running:
+        yield running
 
 
 @pytest.fixture(scope="package")

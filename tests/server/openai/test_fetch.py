@@ -10,12 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, urlparse
 
 import pytest
 
@@ -23,76 +19,24 @@ from mmaas.server.openai.errors import ChatError
 from mmaas.server.openai.fetch import Fetcher
 from mmaas.server.settings import FetchSettings
 
-PNG = base64.b64decode(
-    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC"
-)
-SECRET = b"<html>internal admin page: s3cr3t-token</html>"
+from .picture_server import PNG, Origin, picture_server
+
 PARAM = "messages[0].content[1].image_url.url"
 LOCAL = FetchSettings(allow=("127.0.0.1/32",), timeout_s=2.0, max_bytes=4096)
 
 
-class Handler(BaseHTTPRequestHandler):
-    """/pic.png, /html, /missing (404), /redirect?to=URL, /hops?n=N (N redirects, then the
-    picture), /slow (headers, then a byte a second), /big (Content-Length over the cap),
-    /stream-big (no length, 8 KB), every request's path recorded."""
-
-    seen: list[str] = []
-
-    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-        type(self).seen.append(self.path)
-        url = urlparse(self.path)
-        query = {k: v[0] for k, v in parse_qs(url.query).items()}
-        if url.path == "/pic.png":
-            self._send(200, PNG, "image/png")
-        elif url.path == "/html":
-            self._send(200, SECRET, "text/html")
-        elif url.path == "/redirect":
-            self._send(302, b"", "text/plain", {"Location": query["to"]})
-        elif url.path == "/hops":
-            left = int(query["n"])
-            target = f"/hops?n={left - 1}" if left > 1 else "/pic.png"
-            self._send(307, b"", "text/plain", {"Location": target})
-        elif url.path == "/slow":
-            self.send_response(200)
-            self.send_header("Content-Length", "100")
-            self.end_headers()
-            with contextlib.suppress(OSError):  # the client gave up: so it should
-                for _ in range(100):
-                    self.wfile.write(PNG[:1])
-                    self.wfile.flush()
-                    time.sleep(1)
-        elif url.path == "/big":
-            self._send(200, PNG + b"\0" * 5000, "image/png")
-        elif url.path == "/stream-big":
-            self.send_response(200)
-            self.send_header("Content-Type", "image/png")
-            self.end_headers()
-            self.wfile.write(PNG + b"\0" * 8192)
-        else:
-            self._send(404, SECRET, "text/html")
-
-    def _send(self, status: int, body: bytes, kind: str, headers: dict | None = None) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(body)))
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        """Quiet."""
-
-
 @pytest.fixture(scope="module")
-def origin() -> Iterator[str]:
-    """A real HTTP server on 127.0.0.1: its base URL."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+def server() -> Iterator[Origin]:
+    """The picture server."""
+    with picture_server() as running:
+        yield running
+
+
+@pytest.fixture
+def origin(server: Origin) -> str:
+    """Its base URL, its record emptied."""
+    server.seen.clear()
+    return server.url
 
 
 def fetch(url: str, settings: FetchSettings = LOCAL) -> bytes:
@@ -112,30 +56,31 @@ def test_a_picture_arrives_byte_for_byte(origin: str) -> None:
     assert fetch(f"{origin}/pic.png") == PNG
 
 
-def test_loopback_private_and_link_local_targets_are_refused_unconnected(origin: str) -> None:
-    Handler.seen.clear()
+def test_loopback_private_and_link_local_targets_are_refused_unconnected(
+    origin: str, server: Origin
+) -> None:
     port = origin.rsplit(":", 1)[1]
     default = FetchSettings()
     for url in (f"{origin}/pic.png", f"http://localhost:{port}/pic.png",
                 f"http://[::1]:{port}/pic.png", "http://10.1.2.3/pic.png",
                 "http://169.254.169.254/latest/meta-data", "http://192.168.0.1/",
-                "http://100.64.0.1/", "http://0.0.0.0/", f"http://[::ffff:127.0.0.1]:{port}/"):  # fmt: skip
+                "http://100.64.0.1/", "http://0.0.0.0/",
+                f"http://[::ffff:127.0.0.1]:{port}/"):  # fmt: skip
         assert "a loopback, private, link-local or reserved address: not fetched" in refused(
             url, default
         ), url
     assert "is a loopback" in refused(f"http://127.0.0.2:{port}/pic.png")  # not the allowed one
-    assert Handler.seen == []
+    assert server.seen == []
 
 
-def test_every_redirect_hop_is_checked_again(origin: str) -> None:
-    Handler.seen.clear()
+def test_every_redirect_hop_is_checked_again(origin: str, server: Origin) -> None:
     for target in ("http://10.0.0.7/pic.png", "http://169.254.169.254/", "http://127.0.0.2/"):
         message = refused(f"{origin}/redirect?to={target}")
         assert "is a loopback, private, link-local or reserved address" in message
     assert "must be http(s) with a host; a hop leads to 'file'" in refused(
         f"{origin}/redirect?to=file:///etc/passwd"
     )
-    assert all(path.startswith("/redirect") for path in Handler.seen)  # nothing else fetched
+    assert all(path.startswith("/redirect") for path in server.seen)  # nothing else fetched
 
 
 def test_redirects_are_followed_up_to_the_cap(origin: str) -> None:

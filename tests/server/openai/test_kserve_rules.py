@@ -85,5 +85,11 @@ def test_model_config_says_decoupled(served) -> None:
     _, over_http = served.request("GET", "/v2/models/qwen-vl/config")
     assert over_http["model_transaction_policy"] == {"decoupled": True}
     names = [o.name for o in grpc.get_model_metadata("qwen-vl").outputs]
-    assert names == ["text_output", "output_ids", "finish_reason", "num_input_tokens"]
+    assert names == [
+        "text_output",
+        "output_ids",
+        "finish_reason",
+        "num_input_tokens",
+        "output_logprobs",
+    ]
     grpc.close()

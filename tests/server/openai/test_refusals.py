@@ -1,8 +1,9 @@
 """Client mistakes on ``/v1/chat/completions`` get a 4xx with OpenAI's error body
 (``error.message``, ``type``, ``param`` at the element, ``code``), never a 5xx (the openai
-SDK retries 5xx): undecodable pictures (C35), too many pictures (C36), ``n`` (C38),
-malformed messages (C39), huge bodies and pictures (C40), unknown and unserved fields;
-after each the server still answers."""
+SDK retries 5xx): undecodable pictures (C35), too many pictures (C36), ``n`` out of range
+(C38), malformed messages (C39, and the conversations accepted by the documented rule),
+huge bodies and pictures (C40), unknown and unserved fields; after each the server still
+answers."""
 
 from __future__ import annotations
 
@@ -58,7 +59,8 @@ def still_answers(served) -> None:
         ("@@@", "data:image/png;base64,@@@", "valid base64"),
         ("hello", data_url(b"hello", "image/png"), "declares image/png but its bytes are not"),
         ("JPEG as GIF", None, "declares image/gif but its bytes are not"),
-        ("remote", "http://127.0.0.1:9/x.png", "only data: URLs are served"),
+        ("private URL", "http://10.9.9.9/x.png", "a loopback, private, link-local or reserved"),
+        ("unserved scheme", "ftp://example.com/x.png", "a data: URL (data:image/png;base64"),
         ("not a picture type", data_url(b"hello", "text/plain"), "'text/plain' are not accepted"),
     ],
 )
@@ -78,11 +80,12 @@ def test_more_pictures_than_the_limit_are_refused_naming_it(served) -> None:
     refused(served, body, 400, "messages", "allowed 0..8")
 
 
-def test_n_other_than_one_is_refused_naming_it(served) -> None:
-    """C38: never one silent choice."""
+def test_n_out_of_range_is_refused_naming_it(served) -> None:
+    """C38: n is served from 1 to 16; other values are refused, never one silent choice."""
     for stream in (False, True):
-        body = {"model": "qwen-vl", "messages": user("Hi"), "n": 3, "stream": stream}
-        refused(served, body, 400, "n", "n: 1")
+        for n in (0, 17, -1):
+            body = {"model": "qwen-vl", "messages": user("Hi"), "n": n, "stream": stream}
+            refused(served, body, 400, "n", "1 <= n <= 16")
 
 
 @pytest.mark.parametrize(
@@ -98,9 +101,19 @@ def test_n_other_than_one_is_refused_naming_it(served) -> None:
          "messages[0].content[0].text"),
         ([{"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]}],
          "messages[0].content[0].type"),
-        ([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
-          {"role": "assistant", "content": "c"}], "messages[1].role"),
         ([{"role": "tool", "content": "42", "tool_call_id": "x"}], "messages[0].role"),
+        ([{"role": "user", "content": "a"}, {"role": "assistant", "content": None,
+          "tool_calls": [{"id": "c", "type": "function"}]}], "messages[1].tool_calls"),
+        ([{"role": "user", "content": "a"}, {"role": "function", "content": "b", "name": "f"}],
+         "messages[1].role"),
+        ([{"role": "system", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}],
+         "messages[0].content[0].type"),
+        ([{"role": "user", "content": "a", "audio": {"id": "x"}}], "messages[0].audio"),
+        ([{"role": "user", "content": "a", "colour": "red"}], "messages[0].colour"),
+        ([{"role": "user", "content": [{"type": "image_url", "image_url": {
+            "url": "http://127.0.0.1/x.png", "detail": "ultra"}}]}],
+         "messages[0].content[0].image_url.detail"),
+        ([{"role": "user", "content": "look <|image_pad|> here"}], "messages[0]"),
         ("Hi", "messages"),
     ],
 )  # fmt: skip
@@ -109,12 +122,33 @@ def test_malformed_messages_point_at_the_element(served, messages, param) -> Non
     refused(served, {"model": "qwen-vl", "messages": messages}, 400, param)
 
 
+def test_conversations_the_template_takes_are_accepted(served) -> None:
+    """C39's documented rule: any order of system, developer (= system), user and assistant
+    turns, two assistant turns in a row too, a system message after others, a conversation
+    ending on an assistant turn; the answer is a new assistant turn. The SDK's echo of an
+    earlier answer (refusal, tool_calls null) is accepted, ``name`` ignored."""
+    conversations = [
+        [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
+         {"role": "assistant", "content": "c"}],
+        [{"role": "developer", "content": "Be terse."}, {"role": "user", "content": "Hi",
+                                                         "name": "ann"}],
+        [{"role": "user", "content": "a"}, {"role": "system", "content": "b"},
+         {"role": "assistant", "content": [{"type": "text", "text": "c"}], "refusal": None,
+          "tool_calls": None, "function_call": None, "audio": None, "annotations": []}],
+        [{"role": "system", "content": "Only a system prompt."}],
+    ]  # fmt: skip
+    for messages in conversations:
+        code, answer = served.chat({"model": "qwen-vl", "messages": messages, "max_tokens": 2})
+        assert code == 200, answer
+
+
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("logprobs", True), ("top_logprobs", 3), ("presence_penalty", 0.5),
-     ("frequency_penalty", -1), ("response_format", {"type": "json_object"}),
+    [("response_format", {"type": "json_object"}), ("top_logprobs", 3),
+     ("response_format", {"type": "json_schema", "json_schema": {"name": "x", "schema": {}}}),
      ("tools", [{"type": "function", "function": {"name": "f"}}]), ("temprature", 0.5),
-     ("max_tokens", "3"), ("seed", 2**40), ("stop", ["a", "b", "c", "d", "e"])],
+     ("max_tokens", "3"), ("seed", 2**40), ("stop", ["a", "b", "c", "d", "e"]),
+     ("logprobs", 1), ("n", 1.5)],
 )  # fmt: skip
 def test_unserved_and_unknown_fields_are_refused_naming_them(served, field, value) -> None:
     refused(served, {"model": "qwen-vl", "messages": user("Hi"), field: value}, 400, field)
@@ -126,11 +160,16 @@ def test_runtime_ranges_are_refused_naming_the_field(served) -> None:
     refused(served, {**body, "temperature": -1}, 400, "temperature", "out of range")
     refused(served, {**body, "max_completion_tokens": 0}, 400, "max_completion_tokens")
     refused(served, {**body, "max_tokens": 10**6}, 400, "max_tokens", "context limit")
+    refused(served, {**body, "presence_penalty": 2.5}, 400, "presence_penalty", "-2 <= value")
+    refused(served, {**body, "frequency_penalty": -3}, 400, "frequency_penalty", "out of range")
+    refused(served, {**body, "logprobs": True, "top_logprobs": 21}, 400, "top_logprobs",
+            "0 <= top_logprobs <= 20")  # fmt: skip
 
 
 def test_ignored_fields_are_accepted(served) -> None:
     body = {"model": "qwen-vl", "messages": user("Hi"), "max_tokens": 1, "user": "u-1",
-            "metadata": {"a": "b"}, "store": False, "n": 1, "logprobs": False}  # fmt: skip
+            "metadata": {"a": "b"}, "store": False, "n": 1, "logprobs": False,
+            "tool_choice": "none", "parallel_tool_calls": False}  # fmt: skip
     code, answer = served.chat(body)
     assert code == 200, answer
 
@@ -155,9 +194,9 @@ def test_huge_bodies_and_pictures(served, tmp_path) -> None:
     assert "over the server's limit" in json.loads(text)["error"]["message"]
     bomb = declaring(30000, 30000)
     refused(served, {"model": "qwen-vl", "messages": user("Hi", bomb, mime="image/png")}, 400,
-            "messages[0].content[1].image_url.url", "pixel budget")  # fmt: skip
+            "messages[0].content[0].image_url.url", "pixel budget")  # fmt: skip
     wide = {"model": "qwen-vl", "messages": user("Hi", png((4000, 10)), mime="image/png")}
-    refused(served, wide, 400, "messages[0].content[1].image_url.url", "aspect ratio")
+    refused(served, wide, 400, "messages[0].content[0].image_url.url", "aspect ratio")
     with socket.create_connection(("127.0.0.1", served.http_port), timeout=30) as sock:
         body = b'{"model": "qwen-vl"' + b" " * 1_000_000 + b"}"
         head = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
