@@ -43,8 +43,11 @@ def test_a_template_of_another_shape_is_refused(tokenizer, old: str, new: str) -
     assert old in original
     tokenizer.chat_template = original.replace(old, new)
     try:
-        with pytest.raises(SideFileError, match=r"chat template: \[\(.* renders .*, the turn "
-                                                 r"structure read from it gives"):
+        with pytest.raises(
+            SideFileError,
+            match=r"chat template: \[\(.* renders .*, the turn "
+            r"structure read from it gives",
+        ):
             chat_template(tokenizer, 8)
     finally:
         tokenizer.chat_template = original
