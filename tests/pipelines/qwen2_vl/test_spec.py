@@ -65,8 +65,9 @@ def test_model_yaml_is_the_converters_for_the_small_checkpoint(qwen_vl_export: P
     assert (qwen_vl_export / "model.yaml").read_text() == written
 
 
-def test_only_qwen2_vl_images_install_pillow_and_tokenizers() -> None:
-    assert pipeline_requirements("qwen2-vl") == "pillow\ntokenizers\n"
+def test_only_qwen2_vl_images_install_pillow_tokenizers_and_httpx() -> None:
+    required = "pillow\ntokenizers\nhttpx\nhttpcore\nh11\ncertifi\n"
+    assert pipeline_requirements("qwen2-vl") == required
     assert pipeline_requirements("ensemble") == pipeline_requirements(None) == ""
 
 
