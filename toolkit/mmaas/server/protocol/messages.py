@@ -16,15 +16,37 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import mmaas
 from mmaas.core.manifest import ModelInfo, TensorInfo
 from mmaas.server.protocol.stubs import grpc_service_pb2 as service_pb2
 from mmaas.server.protocol.stubs import model_config_pb2
 from mmaas.server.repository import ServedModel
 
+# Triton's names of the extensions this server honours, the same list over gRPC
+# (ServerMetadata) and HTTP (GET /v2), as Triton answers both; CUDA shared memory and
+# tracing are answered (refused or empty) but not listed.
+EXTENSIONS = (
+    "model_repository",
+    "model_configuration",
+    "system_shared_memory",
+    "binary_tensor_data",
+    "statistics",
+    "logging",
+    "generate",
+)
+
+
+def to_server_metadata() -> Any:
+    """ServerMetadataResponse: name ``mmaas``, its version and :data:`EXTENSIONS`."""
+    return service_pb2.ServerMetadataResponse(
+        name="mmaas", version=mmaas.__version__, extensions=list(EXTENSIONS)
+    )
+
 
 def to_metadata(model: ServedModel) -> Any:
     """ModelMetadataResponse: full shapes with ``-1`` for dynamic dims, batch included;
-    ``versions``: every version string the model answers to (Triton's number first)."""
+    ``versions``: the version the model reports, Triton's number (``["1"]``; the spec's
+    version string is accepted in requests but, as in Triton, not listed)."""
     info, facts = model.info, model.config
 
     def tensor(t: TensorInfo) -> Any:
@@ -34,7 +56,7 @@ def to_metadata(model: ServedModel) -> Any:
 
     return service_pb2.ModelMetadataResponse(
         name=info.name,
-        versions=list(model.versions),
+        versions=[model.version],
         platform=facts.platform,
         inputs=[tensor(t) for t in info.inputs],
         outputs=[tensor(t) for t in info.outputs],
