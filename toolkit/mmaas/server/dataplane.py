@@ -43,7 +43,7 @@ from mmaas.server.protocol.shm import SystemSharedMemory, TensorRef
 from mmaas.server.protocol.tensors import check_outputs, decode_inputs, encode_outputs
 from mmaas.server.protocol.types import InferRequest, InferResponse
 from mmaas.server.repository import Repository, ServedModel
-from mmaas.server.signature import check_inputs, resolve_outputs
+from mmaas.server.signature import as_advertised, as_declared, check_inputs, resolve_outputs
 from mmaas.server.status import InvalidArgument, RequestError
 from mmaas.server.streaming import is_decoupled
 
@@ -184,7 +184,7 @@ class DataPlane:
     async def _admit(
         self, model: ServedModel, exchange: Exchange[Wire], outcome: Outcome
     ) -> Admitted:
-        request = await exchange.read(model)
+        request = as_declared(model.info, await exchange.read(model))
         outcome.request_id = request.id
         check_ready(model)
         check_size(model, "request", request.size)
@@ -200,5 +200,5 @@ class DataPlane:
         results: Mapping[str, np.ndarray],
         final: bool = True,
     ) -> InferResponse:
-        outputs = encode_outputs(results, admitted.refs, self.shm)
+        outputs = encode_outputs(as_advertised(model.info, results), admitted.refs, self.shm)
         return InferResponse(model.name, model.version, admitted.request.id, outputs, final)

@@ -8,11 +8,18 @@ the Triton export writes the config (:mod:`mmaas.export.triton`).
 Triton conventions kept: ``platform`` is the back end's (its runtime part says:
 ``onnxruntime_onnx``, ``tensorrt_plan``), so is the instance group kind (CPU, GPU);
 ModelConfig ``dims`` leave out the batch axis when ``max_batch_size > 0``; BYTES is
-``TYPE_STRING``; statistics durations are cumulative nanoseconds.
+``TYPE_STRING``; statistics durations are cumulative nanoseconds. Scalars as Triton
+declares them (``model_configuration.md``, "Reshape"): a tensor with no dims besides the
+batch axis (a rank-0 one without batching) is advertised with one dim of 1, ModelConfig
+``dims: [1]`` and ``reshape { shape: [] }``, metadata ``[1]`` (``[-1, 1]`` batched):
+:func:`advertised_shape` is that rule, which the request path (a request may send either
+shape) and the Triton export share. An input's ``sample_values`` travel in ModelConfig
+``parameters`` (:data:`SAMPLE_VALUES`: JSON by input name) for load tools (``mmaas bench``).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,6 +43,18 @@ EXTENSIONS = (
 )
 
 
+SAMPLE_VALUES = "mmaas.sample_values"  # ModelConfig parameter: {input: SampleValues JSON}
+
+
+def advertised_shape(shape: Sequence[int], batched: bool) -> tuple[int, ...]:
+    """The shape a tensor of declared ``shape`` is advertised with (metadata; ModelConfig
+    dims after the batch axis): with no dims besides the batch axis (``batched``: axis 0
+    is it), one dim of 1 is added, Triton's convention for scalars (ModelConfig ``dims:
+    [1]`` with ``reshape { shape: [] }``); any other shape as declared."""
+    batch, dims = (tuple(shape[:1]), tuple(shape[1:])) if batched else ((), tuple(shape))
+    return (*batch, *(dims or (1,)))
+
+
 def to_server_metadata() -> Any:
     """ServerMetadataResponse: name ``mmaas``, its version and :data:`EXTENSIONS`."""
     return service_pb2.ServerMetadataResponse(
@@ -44,14 +63,16 @@ def to_server_metadata() -> Any:
 
 
 def to_metadata(model: ServedModel) -> Any:
-    """ModelMetadataResponse: full shapes with ``-1`` for dynamic dims, batch included;
+    """ModelMetadataResponse: full shapes with ``-1`` for dynamic dims, batch included,
+    scalars as :func:`advertised_shape` says;
     ``versions``: the version the model reports, Triton's number (``["1"]``; the spec's
     version string is accepted in requests but, as in Triton, not listed)."""
     info, facts = model.info, model.config
+    batched = info.max_batch_size > 0
 
     def tensor(t: TensorInfo) -> Any:
         return service_pb2.ModelMetadataResponse.TensorMetadata(
-            name=t.name, datatype=t.datatype, shape=list(t.shape)
+            name=t.name, datatype=t.datatype, shape=list(advertised_shape(t.shape, batched))
         )
 
     return service_pb2.ModelMetadataResponse(
@@ -64,8 +85,10 @@ def to_metadata(model: ServedModel) -> Any:
 
 
 def to_model_config(model: ServedModel) -> Any:
-    """Triton ModelConfig of the served model (what ``get_model_config`` shows); its
-    version policy serves exactly its version number; ``model_transaction_policy.decoupled``
+    """Triton ModelConfig of the served model (what ``get_model_config`` shows): scalars
+    as :func:`advertised_shape` says, with ``reshape``; the inputs' sample values in
+    ``parameters`` (:data:`SAMPLE_VALUES`); its version policy serves exactly its version
+    number; ``model_transaction_policy.decoupled``
     is set for a model that answers with many responses."""
     info, facts = model.info, model.config
     skip = 1 if info.max_batch_size > 0 else 0
@@ -74,6 +97,9 @@ def to_model_config(model: ServedModel) -> Any:
         name = "TYPE_STRING" if t.datatype == "BYTES" else f"TYPE_{t.datatype}"
         return model_config_pb2.DataType.Value(name)
 
+    def dims(t: TensorInfo) -> list[int]:
+        return list(advertised_shape(t.shape, skip == 1)[skip:])
+
     config = model_config_pb2.ModelConfig(
         name=info.name,
         platform=facts.platform,
@@ -81,14 +107,12 @@ def to_model_config(model: ServedModel) -> Any:
         max_batch_size=info.max_batch_size,
         input=[
             model_config_pb2.ModelInput(
-                name=t.name, data_type=data_type(t), dims=list(t.shape[skip:]), optional=t.optional
+                name=t.name, data_type=data_type(t), dims=dims(t), optional=t.optional
             )
             for t in info.inputs
         ],
         output=[
-            model_config_pb2.ModelOutput(
-                name=t.name, data_type=data_type(t), dims=list(t.shape[skip:])
-            )
+            model_config_pb2.ModelOutput(name=t.name, data_type=data_type(t), dims=dims(t))
             for t in info.outputs
         ],
         instance_group=[
@@ -98,6 +122,14 @@ def to_model_config(model: ServedModel) -> Any:
             )
         ],
     )
+    for tensor, message in zip(
+        (*info.inputs, *info.outputs), (*config.input, *config.output), strict=True
+    ):
+        if len(tensor.shape) == skip:  # a scalar: the engine takes it without the dim of 1
+            message.reshape.SetInParent()
+    samples = {t.name: t.sample_values.to_json() for t in info.inputs if t.sample_values}
+    if samples:
+        config.parameters[SAMPLE_VALUES].string_value = json.dumps(samples, sort_keys=True)
     config.version_policy.specific.versions.append(model.number)
     config.model_transaction_policy.decoupled = facts.decoupled
     if facts.batching:
