@@ -26,6 +26,7 @@ from mmaas.backends import CompileRequest
 from mmaas.core.manifest import ModelInfo
 from mmaas.stage.build import build_model_dir
 from onnx_builder import ORT_SETTINGS
+from real_models import silero_info, silero_vad
 
 from . import graphs
 
@@ -275,6 +276,17 @@ def two_outputs_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def mistakes_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _compiled(tmp_path_factory, graphs.mistakes_model)
+
+
+@pytest.fixture(scope="session")
+def lookup_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _compiled(tmp_path_factory, graphs.lookup_model)
+
+
+@pytest.fixture(scope="session")
+def silero_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """silero-vad (the real model, :mod:`real_models`) compiled for 1..4 streams."""
+    return _compiled_source(tmp_path_factory, silero_vad(), silero_info())
 
 
 @pytest.fixture(scope="session")

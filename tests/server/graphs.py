@@ -172,3 +172,14 @@ def ppocr_cls_info() -> ModelInfo:
     ]
     outputs = [TensorInfo("save_infer_model/scale_0.tmp_1", "FP32", (-1, 2))]
     return _info("ppocr-cls", inputs, outputs, 32, version="1.0.0")
+
+
+def lookup_model() -> tuple[onnx.ModelProto, ModelInfo]:
+    """INT64 ``idx`` [-1, 1] (batch 1..8) -> ``value = table[idx]`` FP32 [-1, 1] over the
+    table 0..7: an index outside -8..7 is refused by ONNX Runtime's Gather (INVALID_ARGUMENT),
+    a request value the engine refuses."""
+    inputs = [TensorInfo("idx", "INT64", (-1, 1), min=(1, 1), opt=(1, 1), max=(8, 1))]
+    outputs = [TensorInfo("value", "FP32", (-1, 1))]
+    table = helper.make_tensor("table", TensorProto.FLOAT, [8], [float(i) for i in range(8)])
+    nodes = [helper.make_node("Gather", ["table", "idx"], ["value"])]
+    return _model(nodes, inputs, outputs, (table,)), _info("lookup", inputs, outputs, 8)

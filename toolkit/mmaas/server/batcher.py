@@ -6,7 +6,9 @@ non-batch dim (same datatypes, same requested outputs) until the batch reaches a
 preferred batch size or the profile's max batch, or the first request has waited
 ``max_queue_delay_us``. The batch is stacked along axis 0, run once on that instance in
 a worker thread, and each caller gets back its own rows. Requests that cannot join run
-in a later batch, alone if need be. A full queue is refused at once
+in a later batch, alone if need be. When the engine refuses a batch for the values it
+holds (:class:`~mmaas.core.errors.InputError`), each of its requests runs again alone, so
+only the request at fault fails. A full queue is refused at once
 (RESOURCE_EXHAUSTED); a request whose deadline passed or whose caller went away is
 dropped before it reaches an engine. Triton: ``dynamic_batching`` in model config.
 """
@@ -23,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mmaas.backends import Engine
+from mmaas.core.errors import InputError
 from mmaas.server.metrics import Execution, ModelMetrics
 from mmaas.server.settings import BatchingSettings
 from mmaas.server.status import DeadlineExceeded, RequestError, ResourceExhausted, Unavailable
@@ -196,6 +199,12 @@ class Scheduler:
         return True
 
     async def _run(self, engine: Engine, batch: list[Job]) -> None:
+        try:
+            await self._execute(engine, batch)
+        finally:
+            self.idle.put_nowait(engine)
+
+    async def _execute(self, engine: Engine, batch: list[Job]) -> None:
         started_ns = time.perf_counter_ns()
         try:
             loop = asyncio.get_running_loop()
@@ -204,12 +213,20 @@ class Scheduler:
             for job, result in zip(batch, results, strict=True):
                 if not job.future.done():
                     job.future.set_result(result)
+        except InputError as exc:
+            if len(batch) == 1:
+                _fail(batch, exc)
+            else:  # values one request holds were refused: each runs alone, only it fails
+                for job in batch:
+                    await self._execute(engine, [job])
         except Exception as exc:  # the engine's own error: every caller in the batch gets it
-            for job in batch:
-                if not job.future.done():
-                    job.future.set_exception(exc)
-        finally:
-            self.idle.put_nowait(engine)
+            _fail(batch, exc)
+
+
+def _fail(batch: list[Job], exc: Exception) -> None:
+    for job in batch:
+        if not job.future.done():
+            job.future.set_exception(exc)
 
 
 def _compute(engine: Engine, batch: list[Job]) -> tuple[list[Arrays], Execution]:

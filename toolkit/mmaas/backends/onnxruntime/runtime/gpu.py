@@ -45,7 +45,7 @@ from mmaas.backends.onnxruntime.runtime.providers import CPU, CUDA, TENSORRT, pr
 from mmaas.backends.onnxruntime.runtime.settings import GpuSettings
 from mmaas.core.errors import CompatibilityError
 from mmaas.core.manifest import ModelInfo
-from mmaas.core.ort_io import ORT_FATAL, session_options
+from mmaas.core.ort_io import ORT_FATAL, refused_values, session_options
 from mmaas.core.samples import sample_inputs
 
 log = logging.getLogger("mmaas.server")
@@ -70,8 +70,13 @@ class GpuEngine:
     def infer(
         self, inputs: Mapping[str, np.ndarray], outputs: Sequence[str]
     ) -> dict[str, np.ndarray]:
-        """Run once on the worker thread; returns ``{name: array}`` of ``outputs``."""
-        return self.worker.submit(self._infer, inputs, list(outputs)).result()
+        """Run once on the worker thread; returns ``{name: array}`` of ``outputs``.
+
+        Raises:
+            InputError: ONNX Runtime refused the inputs' values (INVALID_ARGUMENT).
+        """
+        with refused_values():
+            return self.worker.submit(self._infer, inputs, list(outputs)).result()
 
     def _infer(self, inputs: Mapping[str, np.ndarray], names: list[str]) -> dict[str, np.ndarray]:
         found = cuda_graphs.match(self.graphs, inputs, self.model.max_batch_size > 0)
