@@ -34,10 +34,12 @@ def silero_vad(cache: Path = ROOT / ".cache" / "wheels") -> Path:
 
 def silero_info(name: str = "silero-vad") -> ModelInfo:
     """silero-vad as served: no batch axis of its own (``sr`` is a scalar), 1..4 streams
-    of 256..640 samples (the 16 kHz branch takes 200..640), ``sr`` sampled as 16000 (its branch takes any chunk length)."""
+    of 256..640 samples, ``sr`` sampled as 16000 (its branch takes 200..640 samples)."""
     inputs = (
         TensorInfo("input", "FP32", (-1, -1), min=(1, 256), opt=(1, 512), max=(4, 640)),
-        TensorInfo("state", "FP32", (2, -1, 128), min=(2, 1, 128), opt=(2, 1, 128), max=(2, 4, 128)),
+        TensorInfo(
+            "state", "FP32", (2, -1, 128), min=(2, 1, 128), opt=(2, 1, 128), max=(2, 4, 128)
+        ),
         TensorInfo("sr", "INT64", (), sample_values=SampleValues("constant", (16000,))),
     )
     outputs = (TensorInfo("output", "FP32", (-1, 1)), TensorInfo("stateN", "FP32", (2, -1, 128)))

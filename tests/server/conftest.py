@@ -232,9 +232,10 @@ def _compiled_source(factory: pytest.TempPathFactory, source: Path, info: ModelI
     return compile_model_dir(source, info, factory.mktemp(info.name) / "model")
 
 
-def _compiled(
+def compiled_graph(
     factory: pytest.TempPathFactory, build: Callable[[], tuple[onnx.ModelProto, ModelInfo]]
 ) -> Path:
+    """The model directory of one of :mod:`.graphs`' models, compiled by the builder stage."""
     model, info = build()
     source = factory.mktemp(info.name) / "model.onnx"
     onnx.save(model, source)
@@ -255,32 +256,27 @@ def cls_dir(ppocr_models: dict[str, Path], tmp_path_factory: pytest.TempPathFact
 
 @pytest.fixture(scope="session")
 def datatypes_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _compiled(tmp_path_factory, graphs.datatypes_model)
+    return compiled_graph(tmp_path_factory, graphs.datatypes_model)
 
 
 @pytest.fixture(scope="session")
 def integers_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _compiled(tmp_path_factory, graphs.integers_model)
+    return compiled_graph(tmp_path_factory, graphs.integers_model)
 
 
 @pytest.fixture(scope="session")
 def strings_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _compiled(tmp_path_factory, graphs.strings_model)
+    return compiled_graph(tmp_path_factory, graphs.strings_model)
 
 
 @pytest.fixture(scope="session")
 def two_outputs_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _compiled(tmp_path_factory, graphs.two_outputs_model)
+    return compiled_graph(tmp_path_factory, graphs.two_outputs_model)
 
 
 @pytest.fixture(scope="session")
 def mistakes_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _compiled(tmp_path_factory, graphs.mistakes_model)
-
-
-@pytest.fixture(scope="session")
-def lookup_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _compiled(tmp_path_factory, graphs.lookup_model)
+    return compiled_graph(tmp_path_factory, graphs.mistakes_model)
 
 
 @pytest.fixture(scope="session")
@@ -291,4 +287,4 @@ def silero_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def large_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _compiled(tmp_path_factory, graphs.large_model)
+    return compiled_graph(tmp_path_factory, graphs.large_model)

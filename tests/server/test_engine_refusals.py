@@ -17,7 +17,8 @@ import tritonclient.grpc as triton_grpc
 import tritonclient.http as triton_http
 from tritonclient.utils import InferenceServerException
 
-from .conftest import RunningServer
+from . import graphs
+from .conftest import RunningServer, compiled_graph
 from .http.helpers import curl
 
 StartServer = Callable[..., RunningServer]
@@ -38,6 +39,11 @@ def silero_inputs(module, rate: int, samples: int) -> list:
         tensor.set_data_from_numpy(array)
         tensors.append(tensor)
     return tensors
+
+
+@pytest.fixture(scope="module")
+def lookup_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return compiled_graph(tmp_path_factory, graphs.lookup_model)
 
 
 @pytest.fixture(scope="module")
@@ -92,6 +98,7 @@ def test_in_a_dynamic_batch_only_the_request_at_fault_fails(
         MMAAS_MAX_QUEUE_DELAY_US="300000",
         MMAAS_PREFERRED_BATCH_SIZES="8",
     )
+
     def ask(index: int) -> str | float:
         tensor = triton_grpc.InferInput("idx", [1, 1], "INT64")
         tensor.set_data_from_numpy(np.array([[index]], np.int64))

@@ -17,7 +17,6 @@ from typing import Any, NamedTuple
 
 import grpc
 
-import mmaas
 from mmaas.server.context import ServerContext
 from mmaas.server.dataplane import Failed
 from mmaas.server.grpc.converters import MessageExchange

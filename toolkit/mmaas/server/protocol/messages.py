@@ -14,7 +14,8 @@ batch axis (a rank-0 one without batching) is advertised with one dim of 1, Mode
 ``dims: [1]`` and ``reshape { shape: [] }``, metadata ``[1]`` (``[-1, 1]`` batched):
 :func:`advertised_shape` is that rule, which the request path (a request may send either
 shape) and the Triton export share. An input's ``sample_values`` travel in ModelConfig
-``parameters`` (:data:`SAMPLE_VALUES`: JSON by input name) for load tools (``mmaas bench``).
+``parameters`` (:data:`~mmaas.core.sample_values.CONFIG_PARAMETER`: JSON by input name)
+for load tools (``mmaas bench``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 
 import mmaas
 from mmaas.core.manifest import ModelInfo, TensorInfo
+from mmaas.core.sample_values import CONFIG_PARAMETER
 from mmaas.server.protocol.stubs import grpc_service_pb2 as service_pb2
 from mmaas.server.protocol.stubs import model_config_pb2
 from mmaas.server.repository import ServedModel
@@ -41,9 +43,6 @@ EXTENSIONS = (
     "logging",
     "generate",
 )
-
-
-SAMPLE_VALUES = "mmaas.sample_values"  # ModelConfig parameter: {input: SampleValues JSON}
 
 
 def advertised_shape(shape: Sequence[int], batched: bool) -> tuple[int, ...]:
@@ -87,9 +86,9 @@ def to_metadata(model: ServedModel) -> Any:
 def to_model_config(model: ServedModel) -> Any:
     """Triton ModelConfig of the served model (what ``get_model_config`` shows): scalars
     as :func:`advertised_shape` says, with ``reshape``; the inputs' sample values in
-    ``parameters`` (:data:`SAMPLE_VALUES`); its version policy serves exactly its version
-    number; ``model_transaction_policy.decoupled``
-    is set for a model that answers with many responses."""
+    ``parameters`` (:data:`~mmaas.core.sample_values.CONFIG_PARAMETER`); its version
+    policy serves exactly its version number; ``model_transaction_policy.decoupled`` is
+    set for a model that answers with many responses."""
     info, facts = model.info, model.config
     skip = 1 if info.max_batch_size > 0 else 0
 
@@ -129,7 +128,7 @@ def to_model_config(model: ServedModel) -> Any:
             message.reshape.SetInParent()
     samples = {t.name: t.sample_values.to_json() for t in info.inputs if t.sample_values}
     if samples:
-        config.parameters[SAMPLE_VALUES].string_value = json.dumps(samples, sort_keys=True)
+        config.parameters[CONFIG_PARAMETER].string_value = json.dumps(samples, sort_keys=True)
     config.version_policy.specific.versions.append(model.number)
     config.model_transaction_policy.decoupled = facts.decoupled
     if facts.batching:
