@@ -1,6 +1,8 @@
 """The Starlette app of the HTTP front end: Triton's URL layout (``src/http_server.cc``)
 for what mmaas serves; any other path is 404 and a wrong method 405, both with a KServe
 error body ``{"error"}``, and a bug is a logged 500 with one, never a bare page.
+``Inference-Header-Content-Length`` on any endpoint but ``/infer`` is a 400
+(:class:`~mmaas.server.http.binary_header.BinaryHeaderGuard`).
 
 Model URLs take an optional ``/versions/{v}`` (the data plane decides which versions
 the model answers to, as for gRPC's ``model_version``).
@@ -13,9 +15,11 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.routing import BaseRoute, Route
 
 from mmaas.server.context import ServerContext
+from mmaas.server.http.binary_header import BinaryHeaderGuard
 from mmaas.server.http.control import ControlEndpoints
 from mmaas.server.http.endpoints import Endpoints
 from mmaas.server.http.errors import http_exception, server_error
@@ -61,6 +65,7 @@ def create_app(context: ServerContext, read_timeout_s: float) -> Starlette:
         routes += [Route(prefix + tail, call, methods=methods) for tail, call, methods in per_model]
     return Starlette(
         routes=routes,
+        middleware=[Middleware(BinaryHeaderGuard)],
         exception_handlers={HTTPException: http_exception, Exception: server_error},
     )
 
