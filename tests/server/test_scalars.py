@@ -139,11 +139,8 @@ def test_bench_sends_the_sample_values_by_default(silero: RunningServer) -> None
 
 
 def test_bench_takes_perf_analyzers_input_data(silero: RunningServer, silero_data: Path) -> None:
-    outcome = CliRunner().invoke(
-        command,
-        [silero.url, "-m", "silero-vad", "--input-data", str(silero_data)]
-        + ["-c", "2", "--max-requests", "10", "--json"],
-    )
+    argv = [silero.url, "-m", "silero-vad", "--input-data", str(silero_data), "-c", "2"]
+    outcome = CliRunner().invoke(command, [*argv, "--max-requests", "10", "--json"])
     assert outcome.exit_code == 0, outcome.output
     level = json.loads(outcome.output)["levels"][0]
     assert level["requests"] == 10 and level["errors"] == 0, level

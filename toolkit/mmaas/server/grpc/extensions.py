@@ -25,7 +25,9 @@ class Extensions:
         self.backend = context.backend
 
     async def SystemSharedMemoryStatus(self, request: Any) -> Any:
-        """The region ``name`` (NOT_FOUND if unknown), or every region."""
+        """The region ``name`` (NOT_FOUND if unknown), or every region; one unregistered
+        while requests in flight use it is listed until they end (the message has no field
+        to flag it: HTTP status says ``pending``)."""
         response = service_pb2.SystemSharedMemoryStatusResponse()
         for region in self.shm.status(request.name):
             response.regions[region.name].CopyFrom(
@@ -44,7 +46,8 @@ class Extensions:
         return service_pb2.SystemSharedMemoryRegisterResponse()
 
     async def SystemSharedMemoryUnregister(self, request: Any) -> Any:
-        """Unmap region ``name``, or every region when it is empty."""
+        """Unregister region ``name``, or every region when it is empty (unmapped once
+        the requests in flight that use it end)."""
         self.shm.unregister(request.name)
         return service_pb2.SystemSharedMemoryUnregisterResponse()
 

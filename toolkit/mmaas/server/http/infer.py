@@ -16,9 +16,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from mmaas.server.dataplane import DataPlane, Failed
+from mmaas.server.http.binary_header import HEADER, header_length
 from mmaas.server.http.body import read_body
 from mmaas.server.http.errors import JSON, failure_response
-from mmaas.server.http.binary_header import HEADER, header_length
 from mmaas.server.http.request import parse_body, raw_body
 from mmaas.server.http.response import encode_response
 from mmaas.server.protocol.types import InferRequest, InferResponse

@@ -29,7 +29,9 @@ class SharedMemoryEndpoints:
         self.backend = backend
 
     async def status(self, request: Request) -> Response:
-        """``GET .../status``: ``[{"name", "key", "offset", "byte_size"}]``; 404 unknown."""
+        """``GET .../status``: ``[{"name", "key", "offset", "byte_size"}]``, and
+        ``"pending": true`` for a region unregistered while requests in flight use it;
+        404 unknown."""
         return await answer(self._status, request)
 
     async def register(self, request: Request) -> Response:
@@ -37,7 +39,8 @@ class SharedMemoryEndpoints:
         return await answer(self._register, request)
 
     async def unregister(self, request: Request) -> Response:
-        """``POST .../unregister``: that region, or every region without a name."""
+        """``POST .../unregister``: that region, or every region without a name (kept
+        mapped, pending, while requests in flight use it)."""
         self.shm.unregister(request.path_params.get("name", ""))
         return json_response({})
 
@@ -59,6 +62,7 @@ class SharedMemoryEndpoints:
         return json_response(
             [
                 {"name": r.name, "key": r.key, "offset": r.offset, "byte_size": r.byte_size}
+                | ({"pending": True} if r.pending else {})
                 for r in regions
             ]
         )

@@ -13,7 +13,7 @@ import numpy as np
 
 from mmaas.core.datatypes import from_numpy
 from mmaas.server.protocol.codec import from_raw, from_values, to_raw
-from mmaas.server.protocol.shm import SystemSharedMemory, TensorRef
+from mmaas.server.protocol.shm import SystemLease, TensorRef
 from mmaas.server.protocol.types import InferInput, InferRequest, OutputTensor, RawBytes, Values
 from mmaas.server.status import InvalidArgument
 
@@ -22,7 +22,7 @@ UNSUPPORTED_OUTPUT_PARAMETERS = {
 }
 
 
-def decode_inputs(request: InferRequest, shm: SystemSharedMemory) -> dict[str, np.ndarray]:
+def decode_inputs(request: InferRequest, shm: SystemLease) -> dict[str, np.ndarray]:
     """``{name: array}`` of the request's inputs, in order (shared memory ones read in
     place, no copy; raw bytes without a copy for fixed-size datatypes).
 
@@ -38,7 +38,7 @@ def decode_inputs(request: InferRequest, shm: SystemSharedMemory) -> dict[str, n
     return arrays
 
 
-def to_array(tensor: InferInput, shm: SystemSharedMemory) -> np.ndarray:
+def to_array(tensor: InferInput, shm: SystemLease) -> np.ndarray:
     """One input's array from its data source (see :func:`decode_inputs`)."""
     data = tensor.data
     if isinstance(data, Values):
@@ -49,7 +49,7 @@ def to_array(tensor: InferInput, shm: SystemSharedMemory) -> np.ndarray:
     return from_raw(tensor, shm.read(data, where), f" in shared memory region {data.region!r}")
 
 
-def check_outputs(request: InferRequest, shm: SystemSharedMemory) -> dict[str, TensorRef]:
+def check_outputs(request: InferRequest, shm: SystemLease) -> dict[str, TensorRef]:
     """The shared memory place of every requested output that names one, each checked
     against its region, and no unsupported output parameter: before anything is computed.
 
@@ -70,7 +70,7 @@ def check_outputs(request: InferRequest, shm: SystemSharedMemory) -> dict[str, T
 
 
 def encode_outputs(
-    results: Mapping[str, np.ndarray], refs: Mapping[str, TensorRef], shm: SystemSharedMemory
+    results: Mapping[str, np.ndarray], refs: Mapping[str, TensorRef], shm: SystemLease
 ) -> list[OutputTensor]:
     """The response's outputs in the results' order, KServe v2 datatypes from the arrays'
     dtypes; an output with a place in ``refs`` is written there (its ``data`` None). Every
