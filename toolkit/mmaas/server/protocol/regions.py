@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, Protocol, Self, TypeVar
 
 from mmaas.server.status import AlreadyExists, NotFound
 
@@ -171,7 +171,7 @@ class Lease(Generic[R]):
         pinned, self._pinned = list(self._pinned.values()), {}
         self.registry.unpin(pinned)
 
-    def __enter__(self) -> Lease[R]:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(
