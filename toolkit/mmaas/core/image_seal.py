@@ -90,10 +90,10 @@ def read_listing(model_dir: Path, manifest: ModelManifest) -> Listing | None:
     return Listing.from_json(path.read_text(), str(path))
 
 
-def check_image(model_dir: Path, manifest: ModelManifest, trusted: bool) -> str:
+def check_image(model_dir: Path, manifest: ModelManifest, trusted: bool) -> str | None:
     """At start: check every path of the image's file listing against this file system;
     with ``trusted`` keys also the interpreter (:func:`check_interpreter`). Returns the
-    line to log.
+    line to log (None: no listing to check, a model directory outside an image).
 
     Raises:
         IntegrityError: a path differs (naming it), or with ``trusted``: no listing, a
@@ -110,7 +110,7 @@ def check_image(model_dir: Path, manifest: ModelManifest, trusted: bool) -> str:
                 "(trusted keys are set)",
                 hint="rebuild the image with this mmaas (`mmaas build --sign KEY`)",
             )
-        return f"{model_dir}: no image file listing (not an image's model directory)"
+        return None
     check(listing, observe_fs(listing), str(model_dir))
     if trusted:
         if os.path.abspath(model_dir) != listing.model_dir:

@@ -67,7 +67,8 @@ def begin(settings: Settings) -> BringUp:
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mmaas-bring-up")
     engines = pool.submit(bring_up, settings, manifest, imported)
     pool.shutdown(wait=False)
-    log.info("%s", check_image(settings.model_dir, manifest, bool(settings.trusted_keys)))
+    if checked := check_image(settings.model_dir, manifest, bool(settings.trusted_keys)):
+        log.info("%s", checked)
     return BringUp(manifest, engines, imported)
 
 

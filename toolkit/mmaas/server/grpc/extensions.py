@@ -30,6 +30,8 @@ class Extensions:
         to flag it: HTTP status says ``pending``)."""
         response = service_pb2.SystemSharedMemoryStatusResponse()
         for region in self.shm.status(request.name):
+            if region.name in response.regions:  # a pending one of a name registered again
+                continue
             response.regions[region.name].CopyFrom(
                 service_pb2.SystemSharedMemoryStatusResponse.RegionStatus(
                     name=region.name,
