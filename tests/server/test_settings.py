@@ -52,13 +52,28 @@ FIELDS = {
     "MMAAS_TRUSTED_KEYS": "trusted_keys",
     "MMAAS_LOG_FORMAT": "log_format",
     "MMAAS_LOG_LEVEL": "log_level",
+    "MMAAS_MAX_DECODE_BYTES": "max_decode_bytes",
 }
 TLS = {table.TLS_CERT.env, table.TLS_KEY.env, table.TLS_CLIENT_CA.env}
 BACK_END = {table.CUDA_GRAPHS.env, table.TRT_CACHE_DIR.env}
+API_KEY = {table.OPENAI_API_KEY.env, table.OPENAI_API_KEY_FILE.env}  # make openai_api_key
 
 
 def test_every_row_has_a_place() -> None:
-    assert set(FIELDS) | TLS | BACK_END == {setting.env for setting in table.SETTINGS}
+    assert set(FIELDS) | TLS | BACK_END | API_KEY == {setting.env for setting in table.SETTINGS}
+
+
+def test_the_openai_key_comes_from_a_file_or_a_variable(tmp_path) -> None:
+    assert from_env({}).openai_api_key is None
+    assert from_env({"MMAAS_OPENAI_API_KEY": "k1"}).openai_api_key == "k1"
+    secret = tmp_path / "key"
+    secret.write_text("k2\n")
+    assert from_env({"MMAAS_OPENAI_API_KEY_FILE": str(secret)}).openai_api_key == "k2"
+    with pytest.raises(UsageError, match="both set"):
+        from_env({"MMAAS_OPENAI_API_KEY_FILE": str(secret), "MMAAS_OPENAI_API_KEY": "k1"})
+    secret.write_text("  \n")
+    with pytest.raises(UsageError, match="is empty"):
+        from_env({"MMAAS_OPENAI_API_KEY_FILE": str(secret)})
 
 
 @pytest.mark.parametrize(

@@ -36,6 +36,7 @@ def test_models_qwen_vl_serves_the_llm_interface(qwen_vl_export: Path) -> None:
     assert [(t.name, t.datatype, t.optional) for t in model.inputs] == [
         ("text_input", "BYTES", False),
         ("image", "BYTES", True),
+        ("stop", "BYTES", True),
         ("max_tokens", "INT32", True),
         ("temperature", "FP32", True),
         ("top_p", "FP32", True),
@@ -44,9 +45,12 @@ def test_models_qwen_vl_serves_the_llm_interface(qwen_vl_export: Path) -> None:
         ("stream", "BOOL", True),
     ]
     assert model.inputs[1].max == (8,)
+    assert model.inputs[2].max == (4,)  # OpenAI's limit on stop strings
     assert [(t.name, t.datatype, t.shape) for t in model.outputs] == [
         ("text_output", "BYTES", (1,)),
         ("output_ids", "INT32", (-1,)),
+        ("finish_reason", "BYTES", (1,)),
+        ("num_input_tokens", "INT32", (1,)),
     ]
     assert loaded.pipeline.serve_engines == ("vision",)
 

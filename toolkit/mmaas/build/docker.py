@@ -197,13 +197,15 @@ def build_args(
     return args
 
 
-def add_labels(tag: str, labels: Mapping[str, str], files: Mapping[str, str] | None = None) -> str:
-    """Re-tag ``tag`` as itself plus ``labels`` (a metadata-only build) and ``files``
-    (absolute path in the image -> text, one small layer, owned by root, mode 0644);
-    return the new image id. Takes a tag, not an id: BuildKit resolves ``FROM sha256:...``
-    on Docker Hub, but a local tag from the local image store."""
+def add_labels(
+    base: str, tag: str, labels: Mapping[str, str], files: Mapping[str, str] | None = None
+) -> str:
+    """Build ``tag`` as the image ``base`` plus ``labels`` (a metadata-only build) and
+    ``files`` (absolute path in the image -> text, one small layer, owned by root, mode
+    0644); return the new image id. Takes a tag, not an id: BuildKit resolves ``FROM
+    sha256:...`` on Docker Hub, but a local tag from the local image store."""
     with tempfile.TemporaryDirectory(prefix="mmaas-label-") as scratch:
-        lines = [f"FROM {tag}"]
+        lines = [f"FROM {base}"]
         for index, (path, text) in enumerate(sorted((files or {}).items())):
             (Path(scratch) / f"file-{index}").write_text(text)
             lines.append(f"COPY file-{index} {path}")

@@ -171,6 +171,18 @@ def verify_model(directory: Path, manifest: ModelManifest) -> None:
         verify_file(directory, manifest.image_files, "image file listing")
 
 
+def stage_warnings(manifest: ModelManifest) -> list[str]:
+    """The warnings the builder stage recorded in each engine's report (``warnings``: e.g.
+    an output whose real shape is not the declared one), each prefixed with its engine's
+    name when the model has several."""
+    several = len(manifest.engines) > 1
+    return [
+        f"engine {entry.name}: {text}" if several else text
+        for entry in manifest.engines
+        for text in entry.manifest.report.get("warnings", [])
+    ]
+
+
 def engine_set_digest(manifest: ModelManifest, algo: str = "blake3") -> str:
     """The identity of the model's engines, as label ``io.mmaas.engine.<algo>`` shows and
     ``MMAAS_EXPECTED_ENGINE`` pins (``algo``: ``blake3`` or ``sha256``): for one engine its

@@ -234,6 +234,20 @@ TRT_CACHE_DIR = Setting(
     "MMAAS_TRT_CACHE_DIR", FilePath(), Path("/tmp/mmaas-trt-cache"),
     "where ONNX Runtime's TensorRT provider keeps its engine and timing caches",
 )  # fmt: skip
+MAX_DECODE_BYTES = Setting(
+    "MMAAS_MAX_DECODE_BYTES", Integer(1, unit="bytes"), 1 << 30,
+    "bytes of decoded pictures in flight (width x height x 8 per picture) in a vision "
+    "pipeline; requests beyond it wait, one over it alone is refused",
+)  # fmt: skip
+OPENAI_API_KEY = Setting(
+    "MMAAS_OPENAI_API_KEY", Optional(Text()), None,
+    "the key the OpenAI-compatible routes (/v1/...) ask in Authorization: Bearer; unset = "
+    "no key asked (prefer MMAAS_OPENAI_API_KEY_FILE)",
+)  # fmt: skip
+OPENAI_API_KEY_FILE = Setting(
+    "MMAAS_OPENAI_API_KEY_FILE", Optional(FilePath(must_exist=True)), None,
+    "a file holding that key (a mounted secret), instead of MMAAS_OPENAI_API_KEY",
+)  # fmt: skip
 
 SETTINGS: tuple[Setting[Any], ...] = (
     MODEL_DIR, HOST, HTTP_PORT, GRPC_PORT, METRICS_PORT, INSTANCE_COUNT, MAX_MESSAGE_SIZE,
@@ -241,7 +255,8 @@ SETTINGS: tuple[Setting[Any], ...] = (
     MIN_PING_INTERVAL_MS, MAX_PING_STRIKES, DYNAMIC_BATCHING, PREFERRED_BATCH_SIZES,
     MAX_QUEUE_DELAY_US, MAX_QUEUE_SIZE, HTTP_READ_TIMEOUT_S, MAX_CONCURRENT_STREAMS, THREADS,
     WARMUP_RUNS, MODEL_VERSION, EXPECTED_ENGINE, TRUSTED_KEYS, LOG_FORMAT, LOG_LEVEL, TLS_CERT,
-    TLS_KEY, TLS_CLIENT_CA, CUDA_GRAPHS, TRT_CACHE_DIR,
+    TLS_KEY, TLS_CLIENT_CA, CUDA_GRAPHS, TRT_CACHE_DIR, MAX_DECODE_BYTES, OPENAI_API_KEY,
+    OPENAI_API_KEY_FILE,
 )  # fmt: skip
 
 

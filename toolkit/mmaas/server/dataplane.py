@@ -1,6 +1,7 @@
 """The one request path behind every front end (in the spirit of Seldon MLServer's
 ``DataPlane.infer``): resolve the model and version, read the request, check it against
-the model (readiness, size, the signature's names, datatypes and shapes, the outputs'
+the model (readiness, its request-level parameters (:mod:`.parameters`), size, the
+signature's names, datatypes and shapes, the outputs'
 wishes), decode its tensors with the one codec, schedule it on the model's executor,
 encode the response (its size, shared memory outputs), account for it in the model's
 statistics, log it, and map any failure to one status and message.
@@ -39,6 +40,7 @@ from mmaas.server.inference import (
     responses,
     run,
 )
+from mmaas.server.parameters import with_parameters
 from mmaas.server.protocol.shm import SystemLease, SystemSharedMemory, TensorRef
 from mmaas.server.protocol.tensors import check_outputs, decode_inputs, encode_outputs
 from mmaas.server.protocol.types import InferRequest, InferResponse
@@ -193,6 +195,7 @@ class DataPlane:
         request = as_declared(model.info, await exchange.read(model))
         outcome.request_id = request.id
         check_ready(model)
+        request = with_parameters(model.info, request)
         check_size(model, "request", request.size)
         check_inputs(model.info, request.headers)
         outputs = resolve_outputs(model.info, [output.name for output in request.outputs])

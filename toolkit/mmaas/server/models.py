@@ -64,11 +64,13 @@ def engine_model(settings: Settings, info: ModelInfo) -> ServedModel:
 
 def pipeline_model(settings: Settings, record: PipelineRecord, device_kind: str) -> ServedModel:
     """The pipeline's served model: its kind's platform, its engines' device kind."""
+    runtime_part = get_pipeline_runtime(record.kind)
     facts = ConfigFacts(
-        platform=get_pipeline_runtime(record.kind).platform,
+        platform=runtime_part.platform,
         device_kind=device_kind,
         instance_count=1,
         batching=False,
+        decoupled=getattr(runtime_part, "decoupled", False),
     )
     return _served(settings, record.model, facts)
 

@@ -72,6 +72,9 @@ class PipelineRuntime(Protocol):
 
     platform: str
 
+    # Optional: ``decoupled: bool``, True when the executor streams (implements
+    # :class:`mmaas.server.streaming.Decoupled`): ModelConfig's
+    # ``model_transaction_policy.decoupled``, known before the executor is made.
     # Optional: ``engine_check(engine) -> Callable[[Mapping[str, np.ndarray]], None] | None``,
     # a check of the *values* of requests to one of its engines served alone (raising
     # InputError), run before that engine's batcher (:class:`CheckedExecutor`).

@@ -34,6 +34,18 @@ def test_text_that_is_not_utf8_is_refused() -> None:
 
 
 def test_outputs_follow_the_interface_datatypes() -> None:
-    outputs = token_outputs("é", [1, 2])
+    outputs = token_outputs("é", [1, 2], "length", 9)
     assert outputs["text_output"].tolist() == ["é".encode()]
     assert outputs["output_ids"].dtype == np.int32
+    assert outputs["finish_reason"].tolist() == [b"length"]
+    assert outputs["num_input_tokens"].tolist() == [9]
+    assert token_outputs("", [3], None, 9)["finish_reason"].tolist() == [b""]
+
+
+def test_stop_strings_are_read_and_an_empty_one_is_refused() -> None:
+    stops = np.array([b"\n\n", "é".encode()], dtype=object)
+    assert read_request({**text(), "stop": stops}).stop == ("\n\n", "é")
+    with pytest.raises(InputError, match="input 'stop' element 1: an empty stop string"):
+        read_request({**text(), "stop": np.array([b"x", b""], dtype=object)})
+    with pytest.raises(InputError, match="input 'stop' element 0: not UTF-8"):
+        read_request({**text(), "stop": np.array([b"\xff"], dtype=object)})

@@ -34,6 +34,7 @@ from mmaas.core.errors import IntegrityError
 from mmaas.core.files import atomic_write_text
 
 SCHEMA = 1
+MAX_STOPS = 4  # stop strings per request (OpenAI's limit): the served ``stop`` input's max
 FIX = "convert the checkpoint again (`mmaas convert qwen2-vl OUT_DIR`) and rebuild"
 T = TypeVar("T")
 # JSON's names of the types a field may hold, for errors

@@ -23,7 +23,8 @@ kv heads, head dim, vocabulary), pins the tokenizer and embedding table given as
 and its chat template was proved for as many images as the vision profile takes.
 
 The served signature is Triton's LLM interface (text_input, image, max_tokens, temperature,
-top_p, top_k, seed, stream -> text_output, output_ids): see
+top_p, top_k, seed, stop, stream -> text_output, output_ids, finish_reason,
+num_input_tokens): see
 :mod:`mmaas.pipelines.qwen2_vl.runtime.request`.
 """
 
@@ -36,6 +37,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field
 
 from mmaas.core.manifest import ModelInfo, TensorInfo
+from mmaas.pipelines.qwen2_vl.config import MAX_STOPS
 from mmaas.pipelines.qwen2_vl.spec_checks import check_assets, check_engines
 from mmaas.spec.pipeline import PipelineSignature
 from mmaas.spec.yamlio import KeyPath
@@ -79,10 +81,13 @@ class Qwen2VLKind:
         inputs = [
             TensorInfo("text_input", "BYTES", one, one, one, one),
             TensorInfo("image", "BYTES", (-1,), (0,), (1,), (max_images,), optional=True),
+            TensorInfo("stop", "BYTES", (-1,), (0,), (1,), (MAX_STOPS,), optional=True),
         ]
         inputs += [TensorInfo(n, d, one, one, one, one, optional=True) for n, d in SCALARS.items()]
         outputs = (
             TensorInfo("text_output", "BYTES", one),
             TensorInfo("output_ids", "INT32", (-1,)),
+            TensorInfo("finish_reason", "BYTES", one),
+            TensorInfo("num_input_tokens", "INT32", one),
         )
         return PipelineSignature(inputs=tuple(inputs), outputs=outputs, max_batch_size=0)

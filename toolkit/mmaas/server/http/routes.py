@@ -10,7 +10,7 @@ the model answers to, as for gRPC's ``model_version``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from starlette.applications import Starlette
@@ -30,10 +30,13 @@ from mmaas.server.http.shm import SharedMemoryEndpoints
 MODEL_PREFIXES = ("/v2/models/{model}", "/v2/models/{model}/versions/{version}")
 
 
-def create_app(context: ServerContext, read_timeout_s: float) -> Starlette:
+def create_app(
+    context: ServerContext, read_timeout_s: float, extra: Sequence[BaseRoute] = ()
+) -> Starlette:
     """The ASGI app over the server's shared parts (``context``: repository, data plane,
     shared memory, model control, log settings; ``read_timeout_s``: seconds a
-    request body may take to arrive)."""
+    request body may take to arrive; ``extra``: routes of other front ends on this port,
+    e.g. the OpenAI-compatible ones, mounted by the server's app)."""
     plane = context.plane
     endpoints = Endpoints(plane)
     control = ControlEndpoints(context)
@@ -63,6 +66,7 @@ def create_app(context: ServerContext, read_timeout_s: float) -> Starlette:
     ]
     for prefix in MODEL_PREFIXES:
         routes += [Route(prefix + tail, call, methods=methods) for tail, call, methods in per_model]
+    routes += extra
     return Starlette(
         routes=routes,
         middleware=[Middleware(BinaryHeaderGuard)],

@@ -9,13 +9,14 @@ Triton conventions kept: ``platform`` is the back end's (its runtime part says:
 ``onnxruntime_onnx``, ``tensorrt_plan``), so is the instance group kind (CPU, GPU);
 ModelConfig ``dims`` leave out the batch axis when ``max_batch_size > 0``; BYTES is
 ``TYPE_STRING``; statistics durations are cumulative nanoseconds. Scalars as Triton
-declares them (``model_configuration.md``, "Reshape"): a tensor with no dims besides the
-batch axis (a rank-0 one without batching) is advertised with one dim of 1, ModelConfig
-``dims: [1]`` and ``reshape { shape: [] }``, metadata ``[1]`` (``[-1, 1]`` batched):
-:func:`advertised_shape` is that rule, which the request path (a request may send either
-shape) and the Triton export share. An input's ``sample_values`` travel in ModelConfig
-``parameters`` (:data:`~mmaas.core.sample_values.CONFIG_PARAMETER`: JSON by input name)
-for load tools (``mmaas bench``).
+declares them (``model_configuration.md``, "Reshape"; its ONNX Runtime back end takes no
+empty ``dims``): a tensor with no dims besides the batch axis (a rank-0 one without
+batching) is advertised with one dim of 1, ModelConfig ``dims: [1]`` and ``reshape {
+shape: [] }``, metadata ``[1]`` (``[-1, 1]`` batched): :func:`advertised_shape` is that
+rule, which the request path (a request may send either shape) and the Triton export
+share. An input's ``sample_values`` travel in ModelConfig ``parameters``
+(:data:`~mmaas.core.sample_values.CONFIG_PARAMETER`: JSON by input name) for load tools
+(``mmaas bench``).
 """
 
 from __future__ import annotations
@@ -96,8 +97,11 @@ def to_model_config(model: ServedModel) -> Any:
         name = "TYPE_STRING" if t.datatype == "BYTES" else f"TYPE_{t.datatype}"
         return model_config_pb2.DataType.Value(name)
 
-    def dims(t: TensorInfo) -> list[int]:
-        return list(advertised_shape(t.shape, skip == 1)[skip:])
+    def shape(t: TensorInfo) -> dict[str, Any]:  # dims, and the reshape of a scalar
+        dims = list(advertised_shape(t.shape, skip == 1)[skip:])
+        if len(t.shape) == skip:  # the engine takes it without the dim of 1
+            return {"dims": dims, "reshape": model_config_pb2.ModelTensorReshape(shape=[])}
+        return {"dims": dims}
 
     config = model_config_pb2.ModelConfig(
         name=info.name,
@@ -106,12 +110,12 @@ def to_model_config(model: ServedModel) -> Any:
         max_batch_size=info.max_batch_size,
         input=[
             model_config_pb2.ModelInput(
-                name=t.name, data_type=data_type(t), dims=dims(t), optional=t.optional
+                name=t.name, data_type=data_type(t), optional=t.optional, **shape(t)
             )
             for t in info.inputs
         ],
         output=[
-            model_config_pb2.ModelOutput(name=t.name, data_type=data_type(t), dims=dims(t))
+            model_config_pb2.ModelOutput(name=t.name, data_type=data_type(t), **shape(t))
             for t in info.outputs
         ],
         instance_group=[
@@ -121,11 +125,6 @@ def to_model_config(model: ServedModel) -> Any:
             )
         ],
     )
-    for tensor, message in zip(
-        (*info.inputs, *info.outputs), (*config.input, *config.output), strict=True
-    ):
-        if len(tensor.shape) == skip:  # a scalar: the engine takes it without the dim of 1
-            message.reshape.SetInParent()
     samples = {t.name: t.sample_values.to_json() for t in info.inputs if t.sample_values}
     if samples:
         config.parameters[CONFIG_PARAMETER].string_value = json.dumps(samples, sort_keys=True)

@@ -19,6 +19,7 @@ from PIL import Image
 from tokenizers import Tokenizer
 
 from mmaas.pipelines.qwen2_vl.config import RuntimeConfig
+from mmaas.pipelines.qwen2_vl.runtime.budget import DecodeBudget
 from mmaas.pipelines.qwen2_vl.runtime.executor import GenerationExecutor
 from mmaas.pipelines.qwen2_vl.runtime.generation import Generator
 from mmaas.pipelines.qwen2_vl.runtime.limits import Limits
@@ -32,9 +33,11 @@ log = logging.getLogger("mmaas.server")
 
 
 class Qwen2VLRuntime:
-    """See the module docstring. ``platform`` is what the model's ModelConfig reports."""
+    """See the module docstring. ``platform`` is what the model's ModelConfig reports;
+    ``decoupled``: the executor streams (ModelConfig's ``model_transaction_policy``)."""
 
     platform = "mmaas_qwen2_vl"
+    decoupled = True
 
     def executor(self, context: Any) -> GenerationExecutor:
         """Build the generator from ``context`` (a PipelineContext: engines, assets,
@@ -61,7 +64,8 @@ class Qwen2VLRuntime:
             language.instances[0],
         )
         warm_up(generator)
-        return GenerationExecutor(generator, limits.decode_batch)
+        budget = DecodeBudget(context.server.max_decode_bytes)
+        return GenerationExecutor(generator, limits.decode_batch, budget)
 
     def engine_check(self, engine: str) -> Any:
         """The request check of an engine served raw (the vision engine's grid rule), or

@@ -8,12 +8,18 @@
 | max_tokens | INT32 | [1] | optional |
 | temperature, top_p | FP32 | [1] | optional |
 | top_k, seed | INT32 | [1] | optional |
+| stop | BYTES | [0..4] | optional stop strings (UTF-8, not empty) |
 | stream | BOOL | [1] | optional; ModelStreamInfer streams whatever it says |
 
 | output | datatype | shape | |
 | --- | --- | --- | --- |
 | text_output | BYTES | [1] | the whole answer (ModelInfer) or one token's text (stream) |
 | output_ids | INT32 | [n] | the generated ids (the stop id included when one ended it) |
+| finish_reason | BYTES | [1] | ``stop`` or ``length`` on the last response, ``""`` before |
+| num_input_tokens | INT32 | [1] | the prompt's tokens, the pictures' tokens included |
+
+Text, stop strings and finish reasons follow :mod:`.text`'s rules. Request-level
+``parameters`` naming an input are that input (:mod:`mmaas.server.parameters`).
 
 Names, datatypes and shapes are checked by the request path against the signature (the
 spec part's, :mod:`mmaas.pipelines.qwen2_vl.spec`, recorded in the manifest); this module
@@ -34,7 +40,8 @@ from mmaas.pipelines.qwen2_vl.runtime.sampling import SamplingParams
 @dataclass(frozen=True)
 class GenerationRequest:
     """One request's values: the text, the encoded images, the sampling fields given
-    (``max_tokens`` None = the default, decided once the prompt's length is known)."""
+    (``max_tokens`` None = the default, decided once the prompt's length is known), the
+    stop strings."""
 
     text: str
     images: tuple[bytes, ...]
@@ -43,6 +50,7 @@ class GenerationRequest:
     top_p: float
     top_k: int
     seed: int | None
+    stop: tuple[str, ...] = ()
 
     def sampling(self, default_max_tokens: int) -> SamplingParams:
         """Checked SamplingParams (InputError naming the parameter and its range)."""
@@ -56,15 +64,19 @@ def read_request(inputs: Mapping[str, np.ndarray]) -> GenerationRequest:
     """The values of checked inputs (object arrays of ``bytes`` for BYTES).
 
     Raises:
-        InputError: text_input is not UTF-8, or an image element is not bytes.
+        InputError: text_input or a stop string is not UTF-8, a stop string is empty, or
+            an image element is not bytes.
     """
-    raw = inputs["text_input"].reshape(-1)[0]
-    try:
-        text = raw.decode("utf-8") if isinstance(raw, bytes) else str(raw)
-    except UnicodeDecodeError as exc:
+    text = _text("input 'text_input'", inputs["text_input"].reshape(-1)[0])
+    stop = tuple(
+        _text(f"input 'stop' element {index}", value)
+        for index, value in enumerate(inputs["stop"].reshape(-1) if "stop" in inputs else ())
+    )
+    if "" in stop:
         raise InputError(
-            f"input 'text_input': not UTF-8 text ({exc.reason} at byte {exc.start})"
-        ) from exc
+            f"input 'stop' element {stop.index('')}: an empty stop string would end every "
+            "answer at once; leave it out"
+        )
     images = tuple(inputs["image"].reshape(-1)) if "image" in inputs else ()
     for index, data in enumerate(images):
         if not isinstance(data, bytes):
@@ -84,12 +96,26 @@ def read_request(inputs: Mapping[str, np.ndarray]) -> GenerationRequest:
         top_p=1.0 if top_p is None else float(top_p),
         top_k=0 if top_k is None else int(top_k),
         seed=None if seed is None else int(seed),
+        stop=stop,
     )
 
 
-def token_outputs(text: str, ids: list[int]) -> dict[str, np.ndarray]:
-    """text_output BYTES [1] and output_ids INT32 [n] of an answer or of one token."""
+def _text(where: str, raw: object) -> str:
+    """A BYTES element as UTF-8 text (InputError naming ``where`` otherwise)."""
+    try:
+        return raw.decode("utf-8") if isinstance(raw, bytes) else str(raw)
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{where}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+
+
+def token_outputs(
+    text: str, ids: list[int], finish_reason: str | None, prompt_tokens: int
+) -> dict[str, np.ndarray]:
+    """Every output of an answer or of one token: text_output BYTES [1], output_ids INT32
+    [n], finish_reason BYTES [1] (``b""`` while not finished), num_input_tokens INT32 [1]."""
     return {
         "text_output": np.array([text.encode("utf-8")], dtype=object),
         "output_ids": np.array(ids, dtype=np.int32),
+        "finish_reason": np.array([(finish_reason or "").encode()], dtype=object),
+        "num_input_tokens": np.array([prompt_tokens], dtype=np.int32),
     }
