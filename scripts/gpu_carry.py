@@ -47,9 +47,10 @@ PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_24_x
 TARGET = ["--only-binary=:all:", "--python-version", "3.12", "--implementation", "cp",
           *(f"--platform={p}" for p in PLATFORMS)]  # fmt: skip
 EXTRAS = ("cli", "gpu", "fp16")
+# the dev extra's pins of what the GPU tests import (tests/conftest.py's plugins: bcrypt)
 TEST_CLIENTS = ("pytest==9.2.0", "pytest-timeout==2.4.0", "tritonclient[grpc]==2.41.0",
-                "setuptools<82", "nvidia-cuda-runtime-cu12==12.9.79",
-                "cuda-python==12.9.0")  # fmt: skip
+                "setuptools<82", "nvidia-cuda-runtime-cu12==12.9.79", "cuda-python==12.9.0",
+                "bcrypt==5.0.0")  # fmt: skip
 ELSEWHERE = {"onnxruntime-gpu", "onnxruntime"}  # ort.tar.xz brings the package onnxruntime
 LIBB64 = Path("/lib/x86_64-linux-gnu/libb64.so.0d")
 

@@ -40,8 +40,20 @@ class CudaError(MmaasError):
     """A CUDA runtime call failed, or no CUDA runtime or device exists here."""
 
 
-class _IpcHandle(ctypes.Structure):
-    _fields_ = [("reserved", ctypes.c_char * IPC_HANDLE_BYTES)]
+class IpcHandle(ctypes.Structure):
+    """``cudaIpcMemHandle_t``, passed by value. Its bytes go in with ``from_buffer_copy``
+    (:func:`ipc_handle`): a ``c_char`` array would stop at the first zero byte."""
+
+    _fields_ = [("reserved", ctypes.c_ubyte * IPC_HANDLE_BYTES)]
+
+
+def ipc_handle(raw: bytes) -> IpcHandle:
+    """The handle of ``raw`` (:data:`IPC_HANDLE_BYTES` bytes, zeros included).
+
+    Raises:
+        ValueError: another length.
+    """
+    return IpcHandle.from_buffer_copy(raw)
 
 
 class Cuda:
@@ -53,7 +65,7 @@ class Cuda:
         library.cudaGetErrorName.restype = ctypes.c_char_p
         library.cudaIpcOpenMemHandle.argtypes = [
             ctypes.POINTER(ctypes.c_void_p),
-            _IpcHandle,
+            IpcHandle,
             ctypes.c_uint,
         ]
         library.cudaMemcpyAsync.argtypes = [
@@ -87,8 +99,9 @@ class Cuda:
         pointer (close it with :meth:`ipc_close`)."""
         self.set_device(device)
         pointer = ctypes.c_void_p()
-        value = _IpcHandle(handle)
-        status = self.lib.cudaIpcOpenMemHandle(ctypes.byref(pointer), value, LAZY_PEER_ACCESS)
+        status = self.lib.cudaIpcOpenMemHandle(
+            ctypes.byref(pointer), ipc_handle(handle), LAZY_PEER_ACCESS
+        )
         self.check(status, "cudaIpcOpenMemHandle")
         return int(pointer.value or 0)
 
