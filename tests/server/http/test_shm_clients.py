@@ -2,8 +2,9 @@
 server: tritonclient.http's shm utilities (inputs read from and outputs written to
 registered regions, bit-exact; status; unregister), the region checks (C27) as KServe
 error bodies, CUDA shared memory refused naming why (no CUDA here) while its status and
-unregister succeed, perf_analyzer -i http with and without --shared-memory system (exit 0, non-zero server
-statistics, no /dev/shm object left behind), and the KServe SDK's REST client."""
+unregister succeed, perf_analyzer -i http with and without --shared-memory system (exit 0,
+non-zero server statistics, no /dev/shm object left behind), and the KServe SDK's REST
+client."""
 
 from __future__ import annotations
 
