@@ -17,7 +17,7 @@ import pytest
 import tritonclient.utils.shared_memory as triton_shm
 
 from mmaas.server.dataplane import DataPlane, Failed
-from mmaas.server.protocol.regions import SharedMemory
+from mmaas.server.protocol.memory import SharedMemory
 from mmaas.server.protocol.shm import TensorRef
 from mmaas.server.protocol.types import (
     InferInput,

@@ -1,11 +1,12 @@
-"""CUDA shared memory (:mod:`mmaas.server.protocol.cuda_shm`, :mod:`.regions`): the refusal
+"""CUDA shared memory (:mod:`mmaas.server.protocol.cuda_shm`, :mod:`.memory`): the refusal
 where CUDA cannot be used (this machine, for real), and on the host-memory stand-in of the
 CUDA runtime (tests/host_cuda.py): registration by IPC handle, status, inputs handed on as
 device arrays without a copy, outputs copied into the region from the host or the device,
 one set of names over both kinds, ranges checked, and a region unregistered while a
-request still reads it unmapped only when that request is done. The real IPC calls run
-on the H200 (tests/backends/onnxruntime/runtime/test_gpu.py, tritonclient's
-cuda_shared_memory and perf_analyzer --shared-memory cuda)."""
+request still reads it listed as pending and unmapped only when that request is done (the
+in-flight rule of :mod:`mmaas.server.protocol.regions`, shared with system regions). The
+real IPC calls run on the H200 (tests/backends/onnxruntime/runtime/test_gpu_serving.py,
+tritonclient's cuda_shared_memory and perf_analyzer --shared-memory cuda)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ import pytest
 
 from host_cuda import HostCuda
 from mmaas.core import cuda
-from mmaas.server.protocol.regions import SharedMemory
+from mmaas.server.protocol.cuda_shm import CudaRegionStatus
+from mmaas.server.protocol.memory import SharedMemory
 from mmaas.server.protocol.shm import TensorRef
 from mmaas.server.protocol.tensors import decode_inputs, encode_outputs
 from mmaas.server.protocol.types import InferInput, InferRequest
@@ -117,11 +119,15 @@ def test_a_region_read_by_an_in_flight_request_is_unmapped_when_it_is_done(
     shm.register_cuda("in", handle, 0, 24)
     arrays = decode_inputs(image_request(TensorRef("in", 0, 24)), shm)
     shm.cuda.unregister("in")
-    assert shm.cuda.status() == [] and host_cuda.closed == []  # the name is free, the map kept
+    assert shm.cuda.status() == [CudaRegionStatus("in", 0, 24, pending=True)]
+    assert host_cuda.closed == []  # the name is free, the map kept while the request reads
+    with pytest.raises(NotFound):
+        decode_inputs(image_request(TensorRef("in", 0, 24)), shm)  # a new request: gone
     shm.register_cuda("in", handle, 0, 24)  # registered again meanwhile
     del arrays
     gc.collect()
     assert host_cuda.closed == host_cuda.opened[:1]
+    assert shm.cuda.status() == [CudaRegionStatus("in", 0, 24)]
     shm.cuda.unregister()
     assert host_cuda.closed == host_cuda.opened
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from mmaas.server.dataplane import DataPlane
 from mmaas.server.log_settings import LogSettings
 from mmaas.server.model_control import ModelControl, Reload
-from mmaas.server.protocol.regions import SharedMemory
+from mmaas.server.protocol.memory import SharedMemory
 from mmaas.server.repository import Repository
 
 

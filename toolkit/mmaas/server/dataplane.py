@@ -39,7 +39,7 @@ from mmaas.server.inference import (
     responses,
     run,
 )
-from mmaas.server.protocol.regions import SharedMemory
+from mmaas.server.protocol.memory import SharedMemory
 from mmaas.server.protocol.shm import TensorRef
 from mmaas.server.protocol.tensors import check_outputs, decode_inputs, encode_outputs
 from mmaas.server.protocol.types import InferRequest, InferResponse

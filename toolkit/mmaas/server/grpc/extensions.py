@@ -1,5 +1,5 @@
 """The Triton extensions of ``GRPCInferenceService`` beyond inference: system and CUDA
-shared memory (:mod:`mmaas.server.protocol.regions`: registration by shared memory key or
+shared memory (:mod:`mmaas.server.protocol.memory`: registration by shared memory key or
 by CUDA IPC handle; refused, naming why, where CUDA cannot be used), log settings and
 trace settings (:mod:`mmaas.server.log_settings`). Each method converts the message, calls the
 protocol-neutral part, converts back; a refusal's status name becomes the gRPC status.

@@ -1,7 +1,7 @@
 """Triton's shared-memory extension over HTTP (``docs/protocol/extension_shared_memory.md``):
 ``/v2/systemsharedmemory[/region/{name}]/{status,register,unregister}`` and
 ``/v2/cudasharedmemory[/region/{name}]/{status,register,unregister}`` over the server's
-registries (:class:`mmaas.server.protocol.regions.SharedMemory`, shared with gRPC: a
+registries (:class:`mmaas.server.protocol.memory.SharedMemory`, shared with gRPC: a
 region registered over one front end is usable over the other). A CUDA region is
 registered by its CUDA IPC handle, ``{"raw_handle": {"b64": ...}, "device_id",
 "byte_size"}``; where CUDA cannot be used the registration is refused naming why, while
@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from mmaas.server.http.errors import answer, json_response
-from mmaas.server.protocol.regions import SharedMemory
+from mmaas.server.protocol.memory import SharedMemory
 from mmaas.server.status import InvalidArgument
 
 

@@ -10,9 +10,11 @@ handed to the engine as a :class:`~mmaas.core.cuda.DeviceArray` over the region 
 engine binds it in place, any other copies it to the host), an output is copied into the
 region on the device (or from the host for an engine that answers in host memory).
 
-Regions are held by the requests that read them: unregistering a region that an
-in-flight request still reads takes its name away at once (status no longer lists it, the
-name can be registered again) and unmaps the memory when the last such request finishes.
+The registry is a :class:`~.regions.RegionRegistry` (the in-flight rule every kind of
+region follows): a request pins the regions it reads through a lease, and a region
+unregistered meanwhile is listed as pending and unmapped when the last such request ends.
+Here an input's device array holds its lease (:meth:`CudaSharedMemory.read`), so the
+region stays mapped while anything still reads it.
 
 On a host where CUDA cannot be used (no CUDA runtime library, no visible device) a
 registration is refused with INVALID_ARGUMENT naming why and the alternative (Triton
@@ -23,14 +25,14 @@ succeeds, as perf_analyzer's clean-up calls need. Messages follow Triton's
 
 from __future__ import annotations
 
-import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from mmaas.core import cuda
+from mmaas.server.protocol.regions import Lease, RegionRegistry
 from mmaas.server.protocol.shm import TensorRef
-from mmaas.server.status import AlreadyExists, InvalidArgument, NotFound
+from mmaas.server.status import InvalidArgument, NotFound
 
 SYSTEM_INSTEAD = "use system shared memory (SystemSharedMemoryRegister, /v2/systemsharedmemory)"
 
@@ -38,72 +40,39 @@ SYSTEM_INSTEAD = "use system shared memory (SystemSharedMemoryRegister, /v2/syst
 @dataclass(frozen=True)
 class CudaRegionStatus:
     """A registered region as the status calls report it (Triton's
-    ``CudaSharedMemoryStatusResponse.RegionStatus``): its device and size in bytes."""
+    ``CudaSharedMemoryStatusResponse.RegionStatus``): its device and size in bytes;
+    ``pending``: unregistered while requests in flight read it (mapped until they end)."""
 
     name: str
     device_id: int
     byte_size: int
+    pending: bool = False
 
 
 class _Region:
-    """One mapped allocation and the requests that still read it."""
+    """One mapped allocation: its device ``pointer``."""
 
     def __init__(self, status: CudaRegionStatus, pointer: int) -> None:
         self.status = status
         self.pointer = pointer
-        self.readers = 0
-        self.released = False  # unregistered: unmap when the last reader is done
-        self.lock = threading.Lock()
 
-    def lease(self) -> _Lease:
-        """Count one more reader until the returned lease is dropped."""
-        with self.lock:
-            self.readers += 1
-        return _Lease(self)
-
-    def release(self) -> None:
-        """Unregistered: unmap now, or when the last reader finishes."""
-        with self.lock:
-            self.released = True
-            idle = self.readers == 0
-        if idle:
-            self._unmap()
-
-    def done_reading(self) -> None:
-        """One reader finished (its lease was dropped)."""
-        with self.lock:
-            self.readers -= 1
-            idle = self.released and self.readers == 0
-        if idle:
-            self._unmap()
-
-    def _unmap(self) -> None:
+    def close(self) -> None:
+        """Unmap it (``cudaIpcCloseMemHandle``)."""
         pointer, self.pointer = self.pointer, 0
         if pointer:
             cuda.runtime().ipc_close(pointer)
 
 
-class _Lease:
-    """Held by the arrays over a region (their ``owner``); dropping the last one ends the
-    read."""
-
-    def __init__(self, region: _Region) -> None:
-        self.region = region
-
-    def __del__(self) -> None:
-        self.region.done_reading()
-
-
-class CudaSharedMemory:
+class CudaSharedMemory(RegionRegistry[_Region]):
     """The server's registry of CUDA shared memory regions (one per server, shared by the
     front ends; safe to call from any thread)."""
 
     def __init__(self) -> None:
-        self._regions: dict[str, _Region] = {}
-        self._lock = threading.Lock()
+        super().__init__("cuda", _missing)
 
-    def __contains__(self, name: object) -> bool:
-        return name in self._regions
+    def holds(self, name: str) -> bool:
+        """Whether ``name`` is registered (not only pending) here."""
+        return name in self._active
 
     def register(self, name: str, raw_handle: bytes, device_id: int, byte_size: int) -> None:
         """Map the allocation of the 64-byte CUDA IPC ``raw_handle`` (made on
@@ -111,7 +80,8 @@ class CudaSharedMemory:
 
         Raises:
             InvalidArgument: empty name, negative device, zero size, CUDA unusable here
-                (why, and the alternative), or a handle CUDA refuses (its error).
+                (why, and the alternative), a handle of another length, or one CUDA refuses
+                (its error).
             AlreadyExists: ``name`` is registered already.
         """
         where = f"failed to register CUDA shared memory region {name!r}"
@@ -129,12 +99,8 @@ class CudaSharedMemory:
                 f"cudaIpcGetMemHandle gave for memory allocated with cudaMalloc on device "
                 f"{device_id}"
             )
-        with self._lock:
-            if name in self._regions:
-                raise AlreadyExists(
-                    f"shared memory region {name!r} already in manager; unregister it first "
-                    "or pick another name"
-                )
+
+        def mapped() -> _Region:
             try:
                 pointer = cuda.runtime().ipc_open(bytes(raw_handle), device_id)
             except cuda.CudaError as exc:
@@ -142,7 +108,9 @@ class CudaSharedMemory:
                     f"{where}: {exc.message}; send the handle of memory another process "
                     f"allocated with cudaMalloc on device {device_id}"
                 ) from None
-            self._regions[name] = _Region(CudaRegionStatus(name, device_id, byte_size), pointer)
+            return _Region(CudaRegionStatus(name, device_id, byte_size), pointer)
+
+        self._add(name, mapped, f"device {device_id}")
 
     def check_usable(self, name: str) -> None:
         """Refuse registering ``name`` where CUDA cannot be used.
@@ -157,85 +125,46 @@ class CudaSharedMemory:
                 f"available on this server ({why}); {SYSTEM_INSTEAD}"
             )
 
-    def unregister(self, name: str = "") -> None:
-        """Take region ``name`` (every region when empty) out of the registry; its memory
-        is unmapped once no in-flight request reads it. Unknown names are fine."""
-        with self._lock:
-            names = [name] if name else list(self._regions)
-            regions = [self._regions.pop(n) for n in names if n in self._regions]
-        for region in regions:
-            region.release()
-
     def status(self, name: str = "") -> list[CudaRegionStatus]:
-        """The region ``name``, or every region (registration order) when empty.
+        """The region ``name``, or every region (registration order, then the pending).
 
         Raises:
-            NotFound: no CUDA region is registered as ``name``.
+            NotFound: no CUDA region is registered or pending as ``name``.
         """
-        with self._lock:
-            if not name:
-                return [region.status for region in self._regions.values()]
-            if name not in self._regions:
-                raise NotFound(f"Unable to find cuda shared memory region: {name!r}")
-            return [self._regions[name].status]
+        return [replace(e.region.status, pending=e.pending) for e in self.entries(name)]
 
-    def read(self, ref: TensorRef) -> cuda.DeviceArray:
+    def lease(self) -> CudaLease:
+        """A new lease for one request (use it as a context manager)."""
+        return CudaLease(self)
+
+    def read(self, ref: TensorRef, where: str) -> cuda.DeviceArray:
         """The ``ref.byte_size`` bytes of an input as a device array of bytes (no copy),
-        holding the region until it is dropped.
+        holding a lease of its own on the region until the array is dropped.
 
         Raises:
             NotFound: unknown region. InvalidArgument: the range passes the region's end.
         """
-        region = self._region(ref, "input")
+        lease = self.lease()
+        region = lease.place(ref, where)
         return cuda.DeviceArray(
             region.pointer + ref.offset,
             (ref.byte_size,),
             np.dtype(np.uint8),
             region.status.device_id,
-            region.lease(),
+            _Held(lease),
         )
 
-    def write(self, ref: TensorRef, source: int, size: int, where: str) -> None:
-        """Copy ``size`` bytes from ``source`` (a host or device address) to the start of
-        ``ref``'s range (checked: :meth:`check`).
+
+class CudaLease(Lease[_Region]):
+    """The CUDA regions one request uses, with the range checks of its tensors."""
+
+    def place(self, ref: TensorRef, where: str) -> _Region:
+        """The region of ``ref``, pinned, once the range fits it.
 
         Raises:
-            NotFound, InvalidArgument: as :meth:`check`.
+            NotFound: unknown region. InvalidArgument: the range passes the region's end.
         """
-        self.check(ref, where, size)
-        region = self._region(ref, where)
-        cuda.default_copier().copy(region.pointer + ref.offset, source, size)
-
-    def check(self, ref: TensorRef, where: str, size: int = 0) -> None:
-        """Raise as :meth:`write` of ``size`` bytes would, touching nothing.
-
-        Raises:
-            NotFound: unknown region. InvalidArgument: the range passes the region's end,
-                or ``size`` is more than ``ref.byte_size``.
-        """
-        self._region(ref, where)
-        if size > ref.byte_size:
-            raise InvalidArgument(
-                f"{where}: shared memory region {ref.region!r} at offset {ref.offset} has "
-                f"shared_memory_byte_size {ref.byte_size} bytes, but the output needs {size} "
-                f"bytes to hold the results; give it at least {size} bytes"
-            )
-
-    def close(self) -> int:
-        """Unregister every region (server shutdown); how many there were."""
-        count = len(self._regions)
-        self.unregister()
-        return count
-
-    def _region(self, ref: TensorRef, where: str) -> _Region:
-        with self._lock:
-            region = self._regions.get(ref.region)
-        if region is None:
-            raise NotFound(
-                f"{where}: Unable to find shared memory region: {ref.region!r}; register it "
-                "first (CudaSharedMemoryRegister, or POST "
-                f"/v2/cudasharedmemory/region/{ref.region}/register)"
-            )
+        region = self.region(ref.region, where)
         size = region.status.byte_size
         if ref.offset + ref.byte_size > size:
             raise InvalidArgument(
@@ -245,3 +174,42 @@ class CudaSharedMemory:
                 "(Invalid offset + byte size for shared memory region)"
             )
         return region
+
+    def check(self, ref: TensorRef, where: str, size: int = 0) -> None:
+        """Raise as :meth:`write` of ``size`` bytes would, touching nothing.
+
+        Raises:
+            NotFound, InvalidArgument: as :meth:`place`, or ``size`` is more than
+                ``ref.byte_size``.
+        """
+        self.place(ref, where)
+        if size > ref.byte_size:
+            raise InvalidArgument(
+                f"{where}: shared memory region {ref.region!r} at offset {ref.offset} has "
+                f"shared_memory_byte_size {ref.byte_size} bytes, but the output needs {size} "
+                f"bytes to hold the results; give it at least {size} bytes"
+            )
+
+    def write(self, ref: TensorRef, source: int, size: int, where: str) -> None:
+        """Copy ``size`` bytes from ``source`` (a host or device address) to the start of
+        ``ref``'s range (checked first, as :meth:`check`)."""
+        self.check(ref, where, size)
+        region = self.place(ref, where)
+        cuda.default_copier().copy(region.pointer + ref.offset, source, size)
+
+
+class _Held:
+    """A device array's hold on its region: the lease, released when the array is freed."""
+
+    def __init__(self, lease: CudaLease) -> None:
+        self.lease = lease
+
+    def __del__(self) -> None:
+        self.lease.release()
+
+
+def _missing(name: str, where: str) -> NotFound:
+    return NotFound(
+        f"{where}: Unable to find shared memory region: {name!r}; register it first "
+        f"(CudaSharedMemoryRegister, or POST /v2/cudasharedmemory/region/{name}/register)"
+    )

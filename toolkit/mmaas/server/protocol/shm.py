@@ -13,7 +13,7 @@ and the region against its object before any byte is touched. Both front ends (g
 (:meth:`SystemSharedMemory.close`). Messages follow Triton's
 (``src/shared_memory_manager.cc``) and also name the offset and sizes at fault.
 
-CUDA regions: :mod:`.cuda_shm`; both kinds under one set of names: :mod:`.regions`.
+CUDA regions: :mod:`.cuda_shm`; both kinds under one set of names: :mod:`.memory`.
 """
 
 from __future__ import annotations

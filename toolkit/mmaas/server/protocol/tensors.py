@@ -16,7 +16,7 @@ import numpy as np
 from mmaas.core.cuda import DeviceArray
 from mmaas.core.datatypes import from_numpy
 from mmaas.server.protocol.codec import from_device, from_raw, from_values, to_raw
-from mmaas.server.protocol.regions import Output, SharedMemory
+from mmaas.server.protocol.memory import Output, SharedMemory
 from mmaas.server.protocol.shm import TensorRef
 from mmaas.server.protocol.types import InferInput, InferRequest, OutputTensor, RawBytes, Values
 from mmaas.server.status import InvalidArgument
@@ -82,7 +82,7 @@ def encode_outputs(
 ) -> list[OutputTensor]:
     """The response's outputs in the results' order, KServe v2 datatypes from the arrays'
     dtypes; an output with a place in ``refs`` is written there (its ``data`` None), from
-    host or device memory (:mod:`.regions`); one left in device memory that travels in
+    host or device memory (:mod:`.memory`); one left in device memory that travels in
     the response is copied to the host. Every place is checked before the first is
     written, so a failure writes nothing.
 
