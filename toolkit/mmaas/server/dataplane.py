@@ -41,7 +41,8 @@ from mmaas.server.inference import (
     run,
 )
 from mmaas.server.parameters import with_parameters
-from mmaas.server.protocol.shm import SystemSharedMemory, TensorRef
+from mmaas.server.protocol.memory import SharedMemory
+from mmaas.server.protocol.shm import TensorRef
 from mmaas.server.protocol.tensors import check_outputs, decode_inputs, encode_outputs
 from mmaas.server.protocol.types import InferRequest, InferResponse
 from mmaas.server.repository import Repository, ServedModel
@@ -96,9 +97,10 @@ class Admitted:
 
 
 class DataPlane:
-    """The request path over the server's repository and its system shared memory."""
+    """The request path over the server's repository and its shared memory (system and
+    CUDA regions)."""
 
-    def __init__(self, repository: Repository, shm: SystemSharedMemory) -> None:
+    def __init__(self, repository: Repository, shm: SharedMemory) -> None:
         self.repository = repository
         self.shm = shm
 

@@ -6,11 +6,11 @@ messages: gRPC as they are, HTTP printed as JSON (:mod:`mmaas.server.http.protoj
 the Triton export writes the config (:mod:`mmaas.export.triton`).
 
 Triton conventions kept: ``platform`` is the back end's (its runtime part says:
-``onnxruntime_onnx``, ``tensorrt_plan``), so is the instance group kind (CPU, GPU);
-ModelConfig ``dims`` leave out the batch axis when ``max_batch_size > 0``; a rank-0
-tensor is ``dims: [1]`` with ``reshape: { shape: [] }`` (Triton's form for a scalar: its
-ONNX Runtime back end takes no empty ``dims``); BYTES is ``TYPE_STRING``; statistics
-durations are cumulative nanoseconds.
+``onnxruntime_onnx``, ``tensorrt_plan``), the instance group kind (CPU, GPU, with its
+``gpus``) is where the loaded instances run; ModelConfig ``dims`` leave out the batch axis
+when ``max_batch_size > 0``; a rank-0 tensor is ``dims: [1]`` with ``reshape: { shape: [] }``
+(Triton's form for a scalar: its ONNX Runtime back end takes no empty ``dims``); BYTES is
+``TYPE_STRING``; statistics durations are cumulative nanoseconds.
 """
 
 from __future__ import annotations
@@ -78,6 +78,7 @@ def to_model_config(model: ServedModel) -> Any:
             model_config_pb2.ModelInstanceGroup(
                 count=facts.instance_count,
                 kind=model_config_pb2.ModelInstanceGroup.Kind.Value(f"KIND_{facts.device_kind}"),
+                gpus=list(facts.gpus),
             )
         ],
     )

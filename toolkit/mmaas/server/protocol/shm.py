@@ -13,7 +13,7 @@ and the region against its object before any byte is touched. Both front ends (g
 (:meth:`SystemSharedMemory.close`). Messages follow Triton's
 (``src/shared_memory_manager.cc``) and also name the offset and sizes at fault.
 
-CUDA shared memory cannot be honoured by the CPU back ends: :func:`cuda_unsupported`.
+CUDA regions: :mod:`.cuda_shm`; both kinds under one set of names: :mod:`.memory`.
 """
 
 from __future__ import annotations
@@ -244,16 +244,6 @@ def tensor_ref(parameters: Mapping[str, object], where: str) -> TensorRef | None
         raise InvalidArgument(f"{where}: {REGION!r} {region!r} needs {BYTE_SIZE!r} (bytes)")
     return TensorRef(
         region, _size(parameters, OFFSET, where, 0), _size(parameters, BYTE_SIZE, where, 0)
-    )
-
-
-def cuda_unsupported(name: str, backend: str) -> InvalidArgument:
-    """The answer to a CUDA shared memory registration (Triton's, for a server without GPU
-    support: INVALID_ARGUMENT), saying why and what to use instead."""
-    return InvalidArgument(
-        f"failed to register CUDA shared memory region {name!r}: CUDA shared memory is not "
-        f"supported on this back end ({backend}: it reads inputs from host memory); use "
-        "system shared memory (SystemSharedMemoryRegister, /v2/systemsharedmemory)"
     )
 
 
