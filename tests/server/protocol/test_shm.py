@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tritonclient.utils.shared_memory as triton_shm
 
-from mmaas.server.protocol.shm import SystemSharedMemory, TensorRef, cuda_unsupported, tensor_ref
+from mmaas.server.protocol.shm import SystemSharedMemory, TensorRef, tensor_ref
 from mmaas.server.status import AlreadyExists, InvalidArgument, NotFound
 
 SIZE = 3 * 4096
@@ -273,10 +273,3 @@ def test_bad_tensor_parameters_are_refused(parameters, fragment) -> None:
     with pytest.raises(InvalidArgument) as error:
         tensor_ref(parameters, "input 'x'")
     assert error.value.message.startswith("input 'x': ") and fragment in error.value.message
-
-
-def test_cuda_shared_memory_is_refused_naming_the_alternative() -> None:
-    message = cuda_unsupported("gpu_in", "onnxruntime").message
-    assert "failed to register CUDA shared memory region 'gpu_in'" in message
-    assert "not supported on this back end (onnxruntime" in message
-    assert "use system shared memory" in message

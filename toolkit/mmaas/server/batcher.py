@@ -5,7 +5,10 @@ and, when dynamic batching is on, adds queued requests whose inputs match it in 
 non-batch dim (same datatypes, same requested outputs) until the batch reaches a
 preferred batch size or the profile's max batch, or the first request has waited
 ``max_queue_delay_us``. The batch is stacked along axis 0, run once on that instance in
-a worker thread, and each caller gets back its own rows. Requests that cannot join run
+a worker thread, and each caller gets back its own rows. An engine that stacks batches
+itself (:class:`~mmaas.backends.BatchingEngine`: a GPU instance copies each request's rows
+straight into its device buffers) gets the requests as they are, on its own thread; any
+other gets them stacked here, in host memory. Requests that cannot join run
 in a later batch, alone if need be. When the engine refuses a batch for the values it
 holds (:class:`~mmaas.core.errors.InputError`), each of its requests runs again alone, so
 only the request at fault fails. A full queue is refused at once
@@ -24,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mmaas.backends import Engine
+from mmaas.backends import BatchingEngine, Engine
 from mmaas.core.errors import InputError
 from mmaas.server.metrics import Execution, ModelMetrics
 from mmaas.server.settings import BatchingSettings
@@ -63,6 +66,11 @@ class Scheduler:
         metrics: ModelMetrics,
     ) -> None:
         self.engines = list(engines)
+        # device arrays (CUDA shared memory inputs) pass through only if every instance
+        # takes them; the request path copies them to the host for any other executor
+        self.device_inputs = all(
+            isinstance(e, BatchingEngine) and e.device_inputs for e in self.engines
+        )
         self.batch_axis = max_batch > 0
         self.max_batch = max_batch if batching.enabled else 0
         self.preferred = {size for size in batching.preferred_batch_sizes if size <= max_batch}
@@ -208,7 +216,12 @@ class Scheduler:
         started_ns = time.perf_counter_ns()
         try:
             loop = asyncio.get_running_loop()
-            results, execution = await loop.run_in_executor(self.pool, _compute, engine, batch)
+            if isinstance(engine, BatchingEngine):
+                results, execution = await loop.run_in_executor(
+                    engine.executor, _compute_stacked_by, engine, batch
+                )
+            else:
+                results, execution = await loop.run_in_executor(self.pool, _compute, engine, batch)
             self.metrics.record_execution(execution, [started_ns - j.enqueued_ns for j in batch])
             for job, result in zip(batch, results, strict=True):
                 if not job.future.done():
@@ -227,6 +240,14 @@ def _fail(batch: list[Job], exc: Exception) -> None:
     for job in batch:
         if not job.future.done():
             job.future.set_exception(exc)
+
+
+def _compute_stacked_by(engine: BatchingEngine, batch: list[Job]) -> tuple[list[Arrays], Execution]:
+    """Run one batch on an engine that stacks it itself (on its own thread)."""
+    done = engine.infer_batch([job.inputs for job in batch], batch[0].outputs)
+    rows = sum(job.rows for job in batch)
+    execution = Execution(len(batch), rows, done.input_ns, done.infer_ns, done.output_ns)
+    return done.outputs, execution
 
 
 def _compute(engine: Engine, batch: list[Job]) -> tuple[list[Arrays], Execution]:

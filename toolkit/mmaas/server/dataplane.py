@@ -41,7 +41,8 @@ from mmaas.server.inference import (
     run,
 )
 from mmaas.server.parameters import with_parameters
-from mmaas.server.protocol.shm import SystemLease, SystemSharedMemory, TensorRef
+from mmaas.server.protocol.memory import MemoryLease, SharedMemory
+from mmaas.server.protocol.shm import TensorRef
 from mmaas.server.protocol.tensors import check_outputs, decode_inputs, encode_outputs
 from mmaas.server.protocol.types import InferRequest, InferResponse
 from mmaas.server.repository import Repository, ServedModel
@@ -96,11 +97,11 @@ class Admitted:
 
 
 class DataPlane:
-    """The request path over the server's repository and its system shared memory (each
-    request holds a lease on the regions it uses until it is answered, so unregistering
-    them never fails it: :mod:`mmaas.server.protocol.regions`)."""
+    """The request path over the server's repository and its shared memory (system and
+    CUDA regions; each request holds a lease on the regions it uses until it is answered,
+    so unregistering them never fails it: :mod:`mmaas.server.protocol.regions`)."""
 
-    def __init__(self, repository: Repository, shm: SystemSharedMemory) -> None:
+    def __init__(self, repository: Repository, shm: SharedMemory) -> None:
         self.repository = repository
         self.shm = shm
 
@@ -190,7 +191,7 @@ class DataPlane:
             raise Failed(failure_of(exc), exc, None) from exc
 
     async def _admit(
-        self, model: ServedModel, exchange: Exchange[Wire], outcome: Outcome, regions: SystemLease
+        self, model: ServedModel, exchange: Exchange[Wire], outcome: Outcome, regions: MemoryLease
     ) -> Admitted:
         request = as_declared(model.info, await exchange.read(model))
         outcome.request_id = request.id
@@ -206,7 +207,7 @@ class DataPlane:
         self,
         model: ServedModel,
         admitted: Admitted,
-        regions: SystemLease,
+        regions: MemoryLease,
         results: Mapping[str, np.ndarray],
         final: bool = True,
     ) -> InferResponse:

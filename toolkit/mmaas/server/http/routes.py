@@ -52,7 +52,7 @@ def create_app(
         Route("/v2/repository/models/{model}/unload", control.unload, methods=["POST"]),
         Route("/v2/logging", control.logging, methods=["GET", "POST"]),
         Route("/v2/trace/setting", control.trace, methods=["GET", "POST"]),
-        *_shared_memory_routes(SharedMemoryEndpoints(context.shm, context.backend)),
+        *_shared_memory_routes(SharedMemoryEndpoints(context.shm)),
     ]
     per_model: list[tuple[str, Callable[..., Any], list[str]]] = [
         ("", endpoints.metadata, ["GET"]),

@@ -6,17 +6,17 @@ messages: gRPC as they are, HTTP printed as JSON (:mod:`mmaas.server.http.protoj
 the Triton export writes the config (:mod:`mmaas.export.triton`).
 
 Triton conventions kept: ``platform`` is the back end's (its runtime part says:
-``onnxruntime_onnx``, ``tensorrt_plan``), so is the instance group kind (CPU, GPU);
-ModelConfig ``dims`` leave out the batch axis when ``max_batch_size > 0``; BYTES is
-``TYPE_STRING``; statistics durations are cumulative nanoseconds. Scalars as Triton
-declares them (``model_configuration.md``, "Reshape"; its ONNX Runtime back end takes no
-empty ``dims``): a tensor with no dims besides the batch axis (a rank-0 one without
-batching) is advertised with one dim of 1, ModelConfig ``dims: [1]`` and ``reshape {
-shape: [] }``, metadata ``[1]`` (``[-1, 1]`` batched): :func:`advertised_shape` is that
-rule, which the request path (a request may send either shape) and the Triton export
-share. An input's ``sample_values`` travel in ModelConfig ``parameters``
-(:data:`~mmaas.core.sample_values.CONFIG_PARAMETER`: JSON by input name) for load tools
-(``mmaas bench``).
+``onnxruntime_onnx``, ``tensorrt_plan``), the instance group kind (CPU, GPU, with its
+``gpus``) is where the loaded instances run; ModelConfig ``dims`` leave out the batch axis
+when ``max_batch_size > 0``; BYTES is ``TYPE_STRING``; statistics durations are cumulative
+nanoseconds. Scalars as Triton declares them (``model_configuration.md``, "Reshape"; its
+ONNX Runtime back end takes no empty ``dims``): a tensor with no dims besides the batch
+axis (a rank-0 one without batching) is advertised with one dim of 1, ModelConfig ``dims:
+[1]`` and ``reshape { shape: [] }``, metadata ``[1]`` (``[-1, 1]`` batched):
+:func:`advertised_shape` is that rule, which the request path (a request may send either
+shape) and the Triton export share. An input's ``sample_values`` travel in ModelConfig
+``parameters`` (:data:`~mmaas.core.sample_values.CONFIG_PARAMETER`: JSON by input name)
+for load tools (``mmaas bench``).
 """
 
 from __future__ import annotations
@@ -122,6 +122,7 @@ def to_model_config(model: ServedModel) -> Any:
             model_config_pb2.ModelInstanceGroup(
                 count=facts.instance_count,
                 kind=model_config_pb2.ModelInstanceGroup.Kind.Value(f"KIND_{facts.device_kind}"),
+                gpus=list(facts.gpus),
             )
         ],
     )

@@ -73,6 +73,11 @@ class RegionRegistry(Generic[R]):
         for entry in idle:
             entry.region.close()
 
+    def holds(self, name: str) -> bool:
+        """Whether ``name`` is registered here (not only pending)."""
+        with self._lock:
+            return name in self._active
+
     def entries(self, name: str = "") -> list[Entry[R]]:
         """The registered regions (registration order), then those pending unregistration
         (each with its ``pending`` flag); with ``name``, only that name's.
@@ -165,6 +170,10 @@ class Lease(Generic[R]):
         if entry is None:
             entry = self._pinned[name] = self.registry.pin(name, where)
         return entry.region
+
+    def pins(self, name: str) -> bool:
+        """Whether this lease pinned the region ``name``."""
+        return name in self._pinned
 
     def release(self) -> None:
         """Unpin every region this lease pinned (closing those unregistered meanwhile)."""

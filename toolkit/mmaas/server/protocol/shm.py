@@ -19,7 +19,7 @@ share the client's IPC namespace (``docker run --ipc=host``, or one Kubernetes p
 as a user that may read and write them (``docker run --user``, or objects made mode
 0666); the refusals say so.
 
-CUDA shared memory cannot be honoured by the CPU back ends: :func:`cuda_unsupported`.
+CUDA regions: :mod:`.cuda_shm`; both kinds under one set of names: :mod:`.memory`.
 """
 
 from __future__ import annotations
@@ -257,16 +257,6 @@ def tensor_ref(parameters: Mapping[str, object], where: str) -> TensorRef | None
         raise InvalidArgument(f"{where}: {REGION!r} {region!r} needs {BYTE_SIZE!r} (bytes)")
     return TensorRef(
         region, _size(parameters, OFFSET, where, 0), _size(parameters, BYTE_SIZE, where, 0)
-    )
-
-
-def cuda_unsupported(name: str, backend: str) -> InvalidArgument:
-    """The answer to a CUDA shared memory registration (Triton's, for a server without GPU
-    support: INVALID_ARGUMENT), saying why and what to use instead."""
-    return InvalidArgument(
-        f"failed to register CUDA shared memory region {name!r}: CUDA shared memory is not "
-        f"supported on this back end ({backend}: it reads inputs from host memory); use "
-        "system shared memory (SystemSharedMemoryRegister, /v2/systemsharedmemory)"
     )
 
 

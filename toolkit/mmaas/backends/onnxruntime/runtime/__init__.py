@@ -123,7 +123,12 @@ class OnnxRuntimeRuntime:
         graphs = not self.build_check and CUDA_GRAPHS.read(os.environ)
         try:
             return load_gpu(
-                path, manifest.model, gpu, graphs=graphs, cache_dir=cache, warm=not self.build_check
+                path,
+                manifest.model,
+                gpu,
+                graphs=graphs,
+                cache_dir=cache,
+                pinned=not self.build_check,
             )
         except CompatibilityError as exc:
             if not self.build_check:
