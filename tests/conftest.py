@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from scripts.fetch_models import TEST_MODELS_DIR, fetch_all, fetch_pictures, fetch_test_models
 
-pytest_plugins = ["docker_fixtures", "registry_fixtures"]
+pytest_plugins = ["docker_fixtures", "registry_fixtures", "host_cuda"]
 
 ROOT = Path(__file__).resolve().parent.parent
 

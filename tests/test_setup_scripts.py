@@ -27,7 +27,6 @@ SCRIPTS = [
     "scripts/test.sh",
     ".ci/run",
     "scripts/gpu_run.sh",
-    "scripts/gpu_carry.sh",
     "scripts/gpu_ort_parts.sh",
 ]
 # sourced, not run (`. scripts/gpu_ort_env.sh PARTS`): shellcheck-clean, no shebang, no `set -e`

@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -115,6 +116,53 @@ class Engine(Protocol):
     def infer(self, inputs: Mapping[str, np.ndarray], outputs: Sequence[str]) -> dict[str, Any]:
         """Run once. ``inputs``: every input's array (its datatype, a shape inside the
         profile); returns the named ``outputs`` as numpy arrays."""
+        ...
+
+
+@dataclass(frozen=True)
+class Device:
+    """Where an engine instance runs: Triton's instance group ``kind`` (``CPU``, ``GPU``)
+    and, for ``GPU``, the indices of the GPUs it uses among those visible (``gpus``)."""
+
+    kind: str
+    gpus: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Batch:
+    """What a :class:`BatchingEngine` returns for one batch: each request's outputs (in
+    request order) and the time spent copying inputs in, running, and copying outputs out
+    (ns: Triton's compute input / infer / output)."""
+
+    outputs: list[dict[str, Any]]
+    input_ns: int = 0
+    infer_ns: int = 0
+    output_ns: int = 0
+
+
+@runtime_checkable
+class BatchingEngine(Protocol):
+    """An engine that stacks a batch of requests itself, where its memory is (e.g. straight
+    into device buffers), and may take inputs already in device memory.
+
+    Attributes:
+        executor: the thread its calls must run on (the batcher submits there directly).
+        device_inputs: whether it takes :class:`~mmaas.core.cuda.DeviceArray` inputs in
+            place (its outputs for such a request stay in device memory too).
+        runs_on: where it runs (Triton's instance group).
+    """
+
+    executor: Executor
+    device_inputs: bool
+    runs_on: Device
+
+    def infer(self, inputs: Mapping[str, Any], outputs: Sequence[str]) -> dict[str, Any]:
+        """One request, as :meth:`Engine.infer`."""
+        ...
+
+    def infer_batch(self, parts: Sequence[Mapping[str, Any]], outputs: Sequence[str]) -> Batch:
+        """Run ``parts`` (requests whose inputs match in every dim but axis 0) as one batch;
+        each part's named ``outputs``."""
         ...
 
 

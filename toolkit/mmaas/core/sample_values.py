@@ -28,6 +28,9 @@ import numpy as np
 
 from mmaas.core.datatypes import cast_checked, is_floating, to_numpy
 
+# The ModelConfig parameter under which a server publishes its inputs' sample values
+# (JSON: {input name: SampleValues.to_json()}), for load tools such as ``mmaas bench``.
+CONFIG_PARAMETER = "mmaas.sample_values"
 Kind = Literal["constant", "choices", "range", "array"]
 KINDS: tuple[Kind, ...] = ("constant", "choices", "range", "array")
 # how model.yaml writes them, for messages that propose ``sample_values``

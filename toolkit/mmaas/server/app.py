@@ -83,7 +83,6 @@ async def run(settings: Settings, started: BringUp | None = None) -> None:
 
     context = ServerContext.create(
         repository,
-        started.manifest.engines[0].manifest.model.backend,
         reloader(settings, started.manifest, loaded),
         changed,
         settings.log_format,

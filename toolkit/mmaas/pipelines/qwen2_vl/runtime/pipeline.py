@@ -24,7 +24,6 @@ from mmaas.pipelines.qwen2_vl.runtime.executor import GenerationExecutor
 from mmaas.pipelines.qwen2_vl.runtime.generation import Generator
 from mmaas.pipelines.qwen2_vl.runtime.limits import Limits
 from mmaas.pipelines.qwen2_vl.runtime.request import GenerationRequest
-from mmaas.pipelines.qwen2_vl.runtime.vision_check import check_vision_request
 
 ENGINES = ("vision", "language")
 ASSETS = ("runtime", "tokenizer", "embed_tokens")
@@ -66,11 +65,6 @@ class Qwen2VLRuntime:
         warm_up(generator)
         budget = DecodeBudget(context.server.max_decode_bytes)
         return GenerationExecutor(generator, limits.decode_batch, budget)
-
-    def engine_check(self, engine: str) -> Any:
-        """The request check of an engine served raw (the vision engine's grid rule), or
-        None."""
-        return check_vision_request if engine == "vision" else None
 
 
 def warm_up(generator: Generator) -> None:
