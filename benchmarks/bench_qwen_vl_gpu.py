@@ -25,7 +25,8 @@ Writes ``--out`` with exactly the issue's keys (mmaas.tpot_ms_c1, mmaas.ttft_ms_
 mmaas.tok_s_c16, mmaas.tok_s_c64, mmaas.vision_ms_1024, mmaas.gpu_mem_gb,
 transformers.tpot_ms_c1, transformers.ttft_ms_c1, transformers.tok_s_c16,
 parity.greedy_tokens_equal, parity.of; a figure not measured is null) and ``<out>-detail.json``
-(every request's figures, the server's start log lines, the environment). Prints a table.
+(every request's figures, the server's start log lines, the environment); the JSON also
+holds ``configuration`` (precision, CUDA graphs, settings, GPU, versions). Prints a table.
 
 Usage: ``python benchmarks/bench_qwen_vl_gpu.py MODEL_DIR --out OUT.json [--port 18000]
 [--levels 1 16 64] [--skip-transformers]`` (MODEL_DIR from ``mmaas convert qwen2-vl
@@ -49,6 +50,7 @@ sys.path[:0] = [str(ROOT)]
 from benchmarks.qwen_vl_gpu_parts import (  # noqa: E402
     MAX_TOKENS,
     Server,
+    configuration,
     parity_prompts,
     picture,
     question,
@@ -144,7 +146,8 @@ def main() -> int:
         except Exception as exc:  # a part that fails leaves its figures null; the rest runs
             detail[f"{name}_error"] = f"{type(exc).__name__}: {exc}"
         detail[f"{name}_s"] = time.perf_counter() - started
-    result = {"mmaas": ours, "transformers": theirs, "parity": parity}
+    result = {"mmaas": ours, "transformers": theirs, "parity": parity,
+              "configuration": configuration(args.model)}  # fmt: skip
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     args.out.with_name(args.out.stem + "-detail.json").write_text(
         json.dumps(detail, indent=2, default=str) + "\n"

@@ -78,7 +78,42 @@ class Server:
             return None
         used = [int(m) for p, m in (r.split(",") for r in rows.splitlines() if r.strip())
                 if int(p) == self.process.pid]  # fmt: skip
+        if not used:  # no per-process figures (gVisor): the device's used memory
+            query = ["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"]
+            device = subprocess.run(query, capture_output=True, text=True).stdout.split()
+            used = [int(device[0])] if device and device[0].isdigit() else []
+            self.detail["gpu_mem_source"] = "nvidia-smi memory.used (whole device)"
         return used[0] * 2**20 / 1e9 if used else None
+
+
+def configuration(model: Path) -> dict[str, Any]:
+    """What the figures were measured with: the language engine's precision, the served
+    settings (CUDA graphs: the pipeline's decode graphs and the vision buckets), the GPU and
+    the packages' versions."""
+    import importlib.metadata as metadata
+
+    import yaml
+
+    spec = yaml.safe_load((model / "model.yaml").read_text())
+    engines = spec["engines"]
+    versions = {}
+    for name in ("onnxruntime-gpu", "torch", "transformers", "tokenizers", "mmaas"):
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    query = ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"]
+    gpu = subprocess.run(query, capture_output=True, text=True).stdout.strip()
+    return {
+        "language_precision": engines["language"].get("target_precision"),
+        "vision_precision": engines["vision"].get("target_precision"),
+        "cuda_graphs": {"decode": "pipeline (one per decode batch size)",
+                        "vision_buckets": spec["pipeline"]["settings"].get("vision_patch_buckets")},
+        "settings": spec["pipeline"]["settings"],
+        "gpu": gpu, "versions": versions,
+        "request": {"picture": f"{SIDE}x{SIDE}", "question_tokens": QUESTION_TOKENS,
+                    "max_tokens": MAX_TOKENS, "eos_ignored": True},
+    }  # fmt: skip
 
 
 def server_ttft(metrics_url: str) -> tuple[float, int]:

@@ -1,25 +1,25 @@
-"""GPU benchmark (run on a GPU host, e.g. the H200): raw ONNX Runtime CUDA against the mmaas
-runtime through gRPC, in one run, for ppocr-det 1x3x640x640 and the qwen-vl vision encoder
-at its opt shape (1024 patches, one image).
+"""GPU benchmark (run on a GPU host, e.g. the H200), one run: raw ONNX Runtime CUDA against
+the mmaas server, for ppocr-det 1x3x640x640.
 
-    python scripts/bench_gpu.py MODELS_DIR --out benchmarks/results/gpu-h200.json
+    python scripts/bench_gpu.py MODELS_DIR --out benchmarks/results/gpu-h200-<UTC>.json
 
-MODELS_DIR holds the GPU variants of scripts/gpu_models.py (``ppocr-det/``, ``qwen-vl/``),
-compiled by ``mmaas serve`` (scripts/gpu_serve_check.py runs first in scripts/gpu_run.sh).
+MODELS_DIR holds the GPU variants of scripts/gpu_models.py (``ppocr-det/``: max batch 8,
+preferred 4 and 8, CUDA graphs at batch 1, 4, 8), compiled (scripts/gpu_run.sh's check).
 
-(a) raw, the floor: the same engine file in one ``InferenceSession`` with the same CUDA
-provider options as mmaas (``use_tf32=0``, cuDNN EXHAUSTIVE, level ``all`` at load), one
-thread, p50/p99 over ``--runs`` runs after warm-up: ``run_with_iobinding`` with inputs and
-outputs pre-allocated on the device (``device``: compute only), the same with a CUDA graph
-(``device_graph``), host arrays in and out through I/O binding (``host``: one copy each
-way, what a server has to do at least) and its CUDA-graph form (``host_graph``).
-(b) mmaas: ``mmaas serve`` with each configuration (CUDA graphs on/off via
-``MMAAS_CUDA_GRAPHS``; dynamic batching via ``MMAAS_DYNAMIC_BATCHING``; instances via
-``MMAAS_INSTANCE_COUNT``), measured by mmaas's closed-loop tritonclient load generator
-(``mmaas.bench.load``, as ``mmaas bench``) from the same host at concurrency 1, 8 and 32:
-p50/p99 client latency and throughput. Ratios are taken within this run. The JSON records
-the GPU name, UUID and driver (NVML), ONNX Runtime's version and the host's load.
-(a) is scripts/bench_gpu_raw.py, (b) and what is measured scripts/bench_gpu_served.py.
+(a) raw, the floor (scripts/bench_gpu_raw.py): the same engine file in one
+``InferenceSession`` with mmaas's CUDA provider options, one thread: ``run_with_iobinding``
+with inputs and outputs resident on the device (``device``; ``device_graph`` with a CUDA
+graph) — what a client whose tensors already live on the GPU gets at best, the
+comparison for CUDA shared memory — and with host arrays (``host``, ``host_graph``).
+(b) the shape-change probe: a session alternating batch 1 and 2 against two sessions of
+one batch size each (what pins a session per shape in mmaas).
+(c) mmaas (scripts/bench_gpu_served.py): ``mmaas serve`` per configuration, perf_analyzer
+over gRPC with no, system or CUDA shared memory at concurrency 1, 8, 32.
+
+``summary`` holds the issue's figures and what they divide: CUDA shared memory p50 at
+concurrency 1 over raw I/O binding with device-resident tensors (with CUDA graphs on both
+sides; and without on both), throughput at 32 over 1 with dynamic batching and CUDA shared
+memory, with graphs and without. The JSON records the GPU (NVML), ONNX Runtime, the load.
 """
 
 from __future__ import annotations
@@ -32,13 +32,20 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import onnxruntime as ort
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from scripts.bench_gpu_raw import raw  # noqa: E402
-from scripts.bench_gpu_served import CONFIGS, SHAPES, feeds, served  # noqa: E402
+from scripts.bench_gpu_raw import raw, shape_change  # noqa: E402
+from scripts.bench_gpu_served import CONFIGS, RUNS, SHAPE, served  # noqa: E402
+
+GOALS = {  # summary key -> (bound, "max" or "min")
+    "cuda_shm_over_raw_p50_c1": (1.2, "max"),
+    "batched_c32_over_c1_throughput": (3.0, "min"),
+    "no_graphs_batched_c32_over_c1_throughput": (2.0, "min"),
+}
 
 
 def gpu_facts() -> dict[str, Any]:
@@ -61,47 +68,63 @@ def gpu_facts() -> dict[str, Any]:
         return {"error": str(exc)}
 
 
-def ratios(record: dict[str, Any]) -> dict[str, Any]:
-    """The issue's targets: ppocr-det mmaas p50 at c=1 against raw, throughput at c=32 with
-    dynamic batching against c=1."""
-    out: dict[str, Any] = {}
-    for name, data in record["models"].items():
-        raw_floor, cfgs = data["raw"], data["mmaas"]
-        for cfg in cfgs:
-            one = _at(cfgs[cfg], 1)
-            if one is None:
-                continue
-            key = "host_graph" if "graphs" in cfg else "host"
-            out[f"{name} {cfg}: p50 c=1 / raw {key} p50"] = round(
-                one["p50_ms"] / raw_floor[key]["p50_ms"], 3
-            )
-            out[f"{name} {cfg}: p50 c=1 / raw device p50"] = round(
-                one["p50_ms"] / raw_floor["device"]["p50_ms"], 3
-            )
-            top = _at(cfgs[cfg], 32)
-            if top is not None:
-                out[f"{name} {cfg}: throughput c=32 / c=1"] = round(
-                    top["throughput_rps"] / one["throughput_rps"], 3
-                )
+def summary(record: dict[str, Any]) -> dict[str, Any]:
+    """The issue's figures, each with the raw figures it divides (module doc)."""
+    floor, mmaas = record["raw"], record["mmaas"]
+
+    def run(config: str, key: str, figure: str) -> float | None:
+        value = mmaas.get(config, {}).get("runs", {}).get(key, {}).get(figure)
+        return None if value is None else float(value)
+
+    def ratio(top: float | None, bottom: float | None) -> float | None:
+        return None if top is None or not bottom else round(top / bottom, 3)
+
+    shm_graph = run("graphs", "cuda c=1", "p50_us")
+    shm_plain = run("plain", "cuda c=1", "p50_us")
+    out: dict[str, Any] = {
+        "cuda_shm_p50_c1_ms": shm_graph and shm_graph / 1000,
+        "raw_iobinding_device_graph_p50_ms": floor["device_graph"]["p50_ms"],
+        "cuda_shm_over_raw_p50_c1": ratio(
+            shm_graph and shm_graph / 1000, floor["device_graph"]["p50_ms"]
+        ),
+        "no_graphs_cuda_shm_p50_c1_ms": shm_plain and shm_plain / 1000,
+        "raw_iobinding_device_p50_ms": floor["device"]["p50_ms"],
+        "no_graphs_cuda_shm_over_raw_p50_c1": ratio(
+            shm_plain and shm_plain / 1000, floor["device"]["p50_ms"]
+        ),
+    }
+    for prefix, config in (("", "batching+graphs"), ("no_graphs_", "batching")):
+        one, top = run(config, "cuda c=1", "throughput"), run(config, "cuda c=32", "throughput")
+        out[f"{prefix}batched_c1_throughput"] = one
+        out[f"{prefix}batched_c32_throughput"] = top
+        out[f"{prefix}batched_c32_over_c1_throughput"] = ratio(top, one)
+    out["goals_met"] = {key: _met(out[key], *goal) for key, goal in GOALS.items()}
     return out
 
 
-def _at(result: dict[str, Any], concurrency: int) -> dict[str, Any] | None:
-    return next((lv for lv in result.get("levels", []) if lv["concurrency"] == concurrency), None)
+def _met(value: float | None, bound: float, kind: str) -> bool | None:
+    if value is None:
+        return None
+    return value <= bound if kind == "max" else value >= bound
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", type=Path)
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--duration", type=float, default=5.0, help="seconds per concurrency level")
+    parser.add_argument("--window-ms", type=int, default=2000, help="perf_analyzer window")
     parser.add_argument("--runs", type=int, default=300, help="raw runs per path")
-    parser.add_argument("--only", nargs="*", default=list(SHAPES))
+    parser.add_argument("--configs", nargs="*", default=list(CONFIGS))
     args = parser.parse_args()
     work = Path("/tmp/mmaas-gpu-bench")
     work.mkdir(parents=True, exist_ok=True)
+    folder = args.models / "ppocr-det"
+    engine = folder / ".mmaas/engine/model.ort.onnx"
+    feeds = {"x": np.random.default_rng(0).random(SHAPE, dtype=np.float32)}
     record: dict[str, Any] = {
         "benchmark": "bench_gpu",
+        "model": "ppocr-det",
+        "shape": list(SHAPE),
         "gpu": gpu_facts(),
         "onnxruntime": ort.__version__,
         "host": {
@@ -109,36 +132,32 @@ def main() -> None:
             "python": platform.python_version(),
             "load_average": os.getloadavg(),
         },
-        "settings": {"duration_s": args.duration, "raw_runs": args.runs, "concurrency": [1, 8, 32]},
-        "models": {},
+        "settings": {"window_ms": args.window_ms, "raw_runs": args.runs, "runs": RUNS},
+        "raw": raw(engine, feeds, args.runs),
+        "shape_change": shape_change(engine, feeds, args.runs // 3),
+        "mmaas": {},
     }
-    for name in args.only:
-        folder = args.models / name
-        engine = folder / ".mmaas/engine/model.ort.onnx"
-        data: dict[str, Any] = {"shapes": {k: list(v) for k, v in SHAPES[name].items()}}
-        data["raw"] = raw(engine, feeds(name), args.runs)
-        data["mmaas"] = {
-            cfg: served(folder, name, env, args.duration, work)
-            for cfg, env in CONFIGS[name].items()
-        }
-        record["models"][name] = data
-        print(json.dumps({name: data["raw"]}, indent=1), flush=True)
-        record["ratios"] = ratios(record)
+    print(json.dumps({"raw": record["raw"], "shape_change": record["shape_change"]}), flush=True)
+    for config in args.configs:
+        record["mmaas"][config] = served(
+            folder, CONFIGS[config], RUNS[config], args.window_ms, work
+        )
+        record["summary"] = summary(record)
         record["host"]["load_average_after"] = os.getloadavg()
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(record, indent=2) + "\n")  # after each model
-    for key, value in record["ratios"].items():
-        print(f"{key:<70} {value}")
-    for name, data in record["models"].items():
-        for cfg, result in data["mmaas"].items():
-            for lv in result.get("levels", []):
-                print(
-                    f"{name:<10} {cfg:<20} c={lv['concurrency']:<3} p50 {lv['p50_ms']:.3f} ms  "
-                    f"p99 {lv['p99_ms']:.3f} ms  {lv['throughput_rps']:.1f}/s  "
-                    f"errors {lv['errors']}"
-                )
-            if "error" in result:
-                print(f"{name:<10} {cfg:<20} ERROR {result['error'][:300]}")
+        args.out.write_text(json.dumps(record, indent=2) + "\n")  # after each configuration
+    for config, result in record["mmaas"].items():
+        for key, run in result.get("runs", {}).items():
+            if "error" in run:
+                print(f"{config:<16} {key:<12} ERROR {run['error'][-300:]}")
+                continue
+            p50, p99 = (run["p50_us"] or 0) / 1000, (run["p99_us"] or 0) / 1000
+            print(f"{config:<16} {key:<12} p50 {p50:7.3f} ms  p99 {p99:7.3f} ms  "
+                  f"{run['throughput'] or 0:8.1f}/s")  # fmt: skip
+        if "error" in result:
+            print(f"{config:<16} ERROR {result['error'][:300]}")
+    for key, value in record["summary"].items():
+        print(f"{key:<44} {value}")
 
 
 if __name__ == "__main__":

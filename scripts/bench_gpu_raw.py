@@ -1,7 +1,9 @@
 """The raw floors of scripts/bench_gpu.py: the engine file in one ONNX Runtime
 ``InferenceSession`` with mmaas's CUDA provider options, timed through I/O binding with
 device-resident inputs and outputs (``device``, ``device_graph``), host arrays in and out
-(``host``, ``host_graph``) and plain ``session.run`` (``session_run``)."""
+(``host``, ``host_graph``) and plain ``session.run`` (``session_run``); and
+:func:`shape_change`, the cost of a session that changes batch size from run to run (the
+stall of dynamic batching without graphs) against one session per batch size."""
 
 from __future__ import annotations
 
@@ -39,14 +41,12 @@ def raw(engine: Path, arrays: dict[str, np.ndarray], runs: int) -> dict[str, Any
     return {**_raw_paths(engine, arrays, runs, False), **_raw_paths(engine, arrays, runs, True)}
 
 
-def _raw_paths(
-    engine: Path, arrays: dict[str, np.ndarray], runs: int, graph: bool
-) -> dict[str, Any]:
+def _session(engine: Path, graph: bool) -> ort.InferenceSession:
     gpu = GpuSettings("cuda", False, (), "exhaustive", False)
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.log_severity_level = 3
-    session = ort.InferenceSession(
+    return ort.InferenceSession(
         str(engine),
         options,
         providers=[
@@ -54,6 +54,12 @@ def _raw_paths(
             "CPUExecutionProvider",
         ],
     )
+
+
+def _raw_paths(
+    engine: Path, arrays: dict[str, np.ndarray], runs: int, graph: bool
+) -> dict[str, Any]:
+    session = _session(engine, graph)
     names = [o.name for o in session.get_outputs()]
     first = session.run(names, arrays)
     device_in = {n: ort.OrtValue.ortvalue_from_numpy(a, "cuda", 0) for n, a in arrays.items()}
@@ -90,4 +96,28 @@ def _raw_paths(
         "device": device,
         "host": timed(host_plain, runs),
         "session_run": timed(lambda: session.run(names, arrays), runs),
+    }
+
+
+def shape_change(engine: Path, arrays: dict[str, np.ndarray], runs: int) -> dict[str, Any]:
+    """ms per run of ``session.run`` (no graph) at batch 1 alone, 2 alone, alternating 1
+    and 2 on one session, and alternating on two sessions, one per batch size."""
+    one = arrays
+    two = {n: np.concatenate([a, a]) for n, a in arrays.items()}
+    first, second = _session(engine, False), _session(engine, False)
+    names = [o.name for o in first.get_outputs()]
+    turn = {"i": 0}
+
+    def alternate(a: ort.InferenceSession, b: ort.InferenceSession) -> None:
+        turn["i"] += 1
+        if turn["i"] % 2:
+            a.run(names, one)
+        else:
+            b.run(names, two)
+
+    return {
+        "batch1_ms": timed(lambda: first.run(names, one), runs)["mean_ms"],
+        "batch2_ms": timed(lambda: second.run(names, two), runs)["mean_ms"],
+        "alternating_one_session_ms": timed(lambda: alternate(first, first), runs)["mean_ms"],
+        "alternating_two_sessions_ms": timed(lambda: alternate(first, second), runs)["mean_ms"],
     }

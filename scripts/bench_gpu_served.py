@@ -1,89 +1,81 @@
-"""What scripts/bench_gpu.py measures and the mmaas half of it: the models' input shapes,
-the server configurations (environment overrides) of each, and one ``mmaas serve`` per
-configuration loaded by mmaas's closed-loop load generator at concurrency 1, 8 and 32, with
-the server-side means read from its Triton counters."""
+"""The mmaas half of scripts/bench_gpu.py: ``mmaas serve`` of the ppocr-det GPU variant in
+each server configuration (environment overrides), loaded by perf_analyzer (Triton's C++
+load tool: the client costs little next to the server) over gRPC, its inputs and outputs
+in no shared memory (raw bytes in the messages), system or CUDA shared memory, at the
+concurrencies of :data:`RUNS`; with the server-side means perf_analyzer reads back and
+the server's own counters (rows per execution, GPU memory)."""
 
 from __future__ import annotations
 
-import json
+import os
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from mmaas.bench.load import BenchRequest, LevelResult, run
 from scripts.gpu_serve_check import Server
+from scripts.perf_analyzer_output import figures
 
-SHAPES = {
-    "ppocr-det": {"x": (1, 3, 640, 640)},
-    "qwen-vl": {"pixel_values": (1024, 1176), "grid_thw": (1, 3)},
+SHAPE = (1, 3, 640, 640)
+OUTPUT_BYTES = 640 * 640 * 4
+CONFIGS = {  # name -> environment; 2 instances where batching feeds two executions
+    "graphs": {"MMAAS_CUDA_GRAPHS": "true", "MMAAS_DYNAMIC_BATCHING": "false"},
+    "plain": {"MMAAS_CUDA_GRAPHS": "false", "MMAAS_DYNAMIC_BATCHING": "false"},
+    "batching+graphs": {
+        "MMAAS_CUDA_GRAPHS": "true",
+        "MMAAS_DYNAMIC_BATCHING": "true",
+        "MMAAS_INSTANCE_COUNT": "2",
+    },
+    "batching": {
+        "MMAAS_CUDA_GRAPHS": "false",
+        "MMAAS_DYNAMIC_BATCHING": "true",
+        "MMAAS_INSTANCE_COUNT": "2",
+    },
 }
-CONFIGS = {  # name -> (env overrides); instances 2 where batching feeds two executions
-    "ppocr-det": {
-        "plain": {"MMAAS_CUDA_GRAPHS": "false", "MMAAS_DYNAMIC_BATCHING": "false"},
-        "graphs": {"MMAAS_CUDA_GRAPHS": "true", "MMAAS_DYNAMIC_BATCHING": "false"},
-        "batching": {
-            "MMAAS_CUDA_GRAPHS": "false",
-            "MMAAS_DYNAMIC_BATCHING": "true",
-            "MMAAS_INSTANCE_COUNT": "2",
-        },
-        "batching+graphs": {
-            "MMAAS_CUDA_GRAPHS": "true",
-            "MMAAS_DYNAMIC_BATCHING": "true",
-            "MMAAS_INSTANCE_COUNT": "2",
-        },
-    },
-    "qwen-vl": {  # no batch axis: no dynamic batching
-        "plain": {"MMAAS_CUDA_GRAPHS": "false"},
-        "graphs": {"MMAAS_CUDA_GRAPHS": "true"},
-        "graphs x2 instances": {"MMAAS_CUDA_GRAPHS": "true", "MMAAS_INSTANCE_COUNT": "2"},
-    },
+RUNS = {  # name -> (shared memory, concurrency) measured
+    "graphs": [("none", 1), ("system", 1), ("cuda", 1)],
+    "plain": [("cuda", 1)],
+    "batching+graphs": [("cuda", 1), ("cuda", 8), ("cuda", 32), ("none", 1), ("none", 32)],
+    "batching": [("cuda", 1), ("cuda", 8), ("cuda", 32)],
 }
 
 
-def feeds(name: str) -> dict[str, np.ndarray]:
-    """The benchmark's input at the measured shape."""
-    rng = np.random.default_rng(0)
-    arrays = {
-        n: rng.random(s, dtype=np.float32) for n, s in SHAPES[name].items() if n != "grid_thw"
-    }
-    if name == "qwen-vl":
-        arrays["grid_thw"] = np.array([[1, 32, 32]], np.int64)
-    return arrays
+def perf_analyzer(grpc: int, shared: str, level: int, window_ms: int) -> dict[str, Any]:
+    """One perf_analyzer run at concurrency ``level`` (time windows, stability off: the
+    figures of the last of 3 windows)."""
+    argv = [
+        os.environ.get("MMAAS_PERF_ANALYZER", "perf_analyzer"),
+        "-m", "ppocr-det", "-i", "grpc", "-u", f"127.0.0.1:{grpc}",
+        "-b", "1", "--shape", "x:" + ",".join(map(str, SHAPE[1:])),
+        "--concurrency-range", str(level), "-p", str(window_ms),
+        "--max-trials", "3", "--stability-percentage", "999",
+        "--shared-memory", shared, "--output-shared-memory-size", str(OUTPUT_BYTES),
+    ]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    if done.returncode != 0:
+        return {"error": (done.stdout + done.stderr)[-1500:]}
+    return figures(done.stdout)
 
 
-def served(
-    folder: Path, name: str, env: dict[str, str], duration: float, work: Path
-) -> dict[str, Any]:
-    """One mmaas configuration at concurrency 1, 8, 32."""
-    server = Server(folder, work / f"bench-{name}-{len(env)}-{time.time_ns()}.log", env)
+def served(folder: Path, env: dict[str, str], runs: list[tuple[str, int]], window_ms: int,
+           work: Path) -> dict[str, Any]:  # fmt: skip
+    """One configuration: its runs, its start-up time and server-side counters."""
+    server = Server(folder, work / f"bench-{time.time_ns()}.log", env)
     try:
         ready = server.wait_ready()
-        request = BenchRequest(
-            url=f"127.0.0.1:{server.grpc}",
-            model=name,
-            shapes=SHAPES[name],
-            concurrency=(1, 8, 32),
-            duration_s=duration,
-            warmup_requests=20,
-        )
-        levels: list[LevelResult] = run(request)
-        return {
-            "env": env,
-            "ready_s": round(ready, 2),
-            "levels": [_level(level) for level in levels],
-            "server_side": server_side(server.metrics_text()),
-        }
+        measured = {f"{shared} c={level}": perf_analyzer(server.grpc, shared, level, window_ms)
+                    for shared, level in runs}  # fmt: skip
+        return {"env": env, "ready_s": round(ready, 2), "runs": measured,
+                "server_side": server_side(server.metrics_text())}  # fmt: skip
     except Exception as exc:  # recorded; the other configurations still run
-        return {"env": env, "error": str(exc)}
+        return {"env": env, "error": str(exc), "log": server.tail(30)}
     finally:
         server.stop()
 
 
 def server_side(text: str) -> dict[str, float]:
-    """Per-request server means from Triton's counters (all levels together): request,
-    queue, compute input/infer/output durations in ms, rows per execution, GPU memory."""
+    """Per-request server means from Triton's counters (every run of the configuration):
+    request, queue, compute input/infer/output in ms, rows per execution, GPU memory."""
     values: dict[str, float] = {}
     for line in text.splitlines():
         if line.startswith("nv_") and "{" in line:
@@ -101,8 +93,3 @@ def server_side(text: str) -> dict[str, float]:
     out["rows_per_execution"] = values.get("nv_inference_count", 0.0) / runs
     out["gpu_memory_used_bytes"] = values.get("nv_gpu_memory_used_bytes", 0.0)
     return out
-
-
-def _level(level: LevelResult) -> dict[str, Any]:
-    data = {k: v for k, v in level.__dict__.items() if not k.startswith("_")}
-    return json.loads(json.dumps(data, default=str))

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -32,6 +31,7 @@ from bench_runtime import CASES
 from bench_servers import ROOT, mmaas_server
 from mmaas.build.local import compile_local
 from mmaas.core.files import atomic_write_text
+from perf_analyzer_output import figures
 
 PERF_ANALYZER = Path(sys.executable).parent / "perf_analyzer"
 MODES = {
@@ -39,16 +39,6 @@ MODES = {
     "grpc+shm": ("--shared-memory", "system"),
     "grpc+stream": ("--streaming",),
     "grpc+stream+shm": ("--streaming", "--shared-memory", "system"),
-}
-PATTERNS = {
-    "throughput": r"Throughput: ([\d.]+) infer/sec",
-    "p50_us": r"p50 latency: (\d+) usec",
-    "p99_us": r"p99 latency: (\d+) usec",
-    "avg_us": r"Avg latency: (\d+) usec",
-    "server_inference_count": r"Server:\s+Inference count: (\d+)",
-    "server_request_us": r"Avg request latency: (\d+) usec",
-    "server_queue_us": r"queue (\d+) usec",
-    "server_compute_infer_us": r"compute infer (\d+) usec",
 }
 
 
@@ -89,8 +79,7 @@ def perf_analyzer(
     done = subprocess.run(argv, capture_output=True, text=True, timeout=600)
     if done.returncode != 0:
         raise SystemExit(f"perf_analyzer failed ({done.returncode}):\n{done.stdout}{done.stderr}")
-    found = {key: re.search(pattern, done.stdout) for key, pattern in PATTERNS.items()}
-    return {key: float(match.group(1)) if match else None for key, match in found.items()}
+    return figures(done.stdout)
 
 
 def bench_model(model: str, window: int, levels: tuple[int, ...], work: Path) -> dict[str, Any]:

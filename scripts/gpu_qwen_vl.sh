@@ -11,8 +11,8 @@
 # (MMAAS_GPU_QWEN_PRECISION forces one).
 # Usage: bash scripts/gpu_qwen_vl.sh WORK OUT [checks|convert|tests|bench|all]...
 # WORK holds the converted models (kept between calls while the host stays up); OUT gets the
-# logs and JSON. Needs python3 with torch, transformers 5.24 and onnxruntime-gpu importable
-# (on the H200 host: . scripts/gpu_qwen_vl_env.sh first).
+# logs and JSON. Needs python3 with torch, transformers 5.24 and onnxruntime-gpu importable,
+# or MMAAS_GPU_CARRY: scripts/gpu_carry.py's bundle, unpacked into WORK (scripts/gpu_env.sh).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 WORK=${1:?usage: gpu_qwen_vl.sh WORK OUT [checks|convert|tests|bench|all]...}
@@ -21,6 +21,8 @@ shift 2
 STEPS=("${@:-all}")
 PY=${MMAAS_GPU_PYTHON:-python3}
 mkdir -p "$WORK" "$OUT"
+# shellcheck source=scripts/gpu_env.sh
+. "$ROOT/scripts/gpu_env.sh"
 export PYTHONUNBUFFERED=1 PYTHONPATH=$ROOT/toolkit:$ROOT${PYTHONPATH:+:$PYTHONPATH}
 say() { printf 'gpu_qwen_vl %(%H:%M:%S)T: %s\n' -1 "$*"; }
 wants() { local s; for s in "${STEPS[@]}"; do [[ $s == "$1" || $s == all ]] && return 0; done; return 1; }

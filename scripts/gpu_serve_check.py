@@ -2,6 +2,10 @@
 compare the answers with ONNX Runtime's CPU provider on the original ONNX graph.
 
     python scripts/gpu_serve_check.py MODEL_DIR... --out results.json
+    python scripts/gpu_serve_check.py MODEL_DIR --self-check
+
+``--self-check`` (first in scripts/gpu_run.sh, before anything is measured): ``mmaas serve``
+of the model starts, answers one request and reports KIND_GPU, else exit 1 with its log.
 
 Each MODEL_DIR is a GPU variant (scripts/gpu_models.py). For each: ``mmaas serve`` starts
 (compile into MODEL_DIR/.mmaas/engine: the build's profile check and gates run on the
@@ -84,7 +88,7 @@ class Server:
     """``mmaas serve MODEL`` in a subprocess on free ports, its log in ``log``."""
 
     def __init__(self, model: Path, log: Path, env: dict[str, str] | None = None) -> None:
-        self.grpc, self.metrics = free_port(), free_port()
+        self.grpc, self.metrics, self.http = free_port(), free_port(), free_port()
         self.log = log
         argv = [
             sys.executable,
@@ -98,6 +102,8 @@ class Server:
             str(self.grpc),
             "--metrics-port",
             str(self.metrics),
+            "--http-port",
+            str(self.http),
         ]
         self.started = time.perf_counter()
         with log.open("w") as sink:
@@ -241,13 +247,41 @@ def _within(precision: str, figures: dict[str, float], gate: dict[str, Any] | No
     )
 
 
+def self_check(model_dir: Path, work: Path) -> None:
+    """Before anything is measured: ``mmaas serve`` of ``model_dir`` becomes ready,
+    answers one request and reports its instances on the GPU; else exit 1 with its log."""
+    server = Server(model_dir, work / "self-check.log")
+    try:
+        ready = server.wait_ready()
+        name = server.client.get_model_repository_index().models[0].name
+        (group,) = server.client.get_model_config(name).config.instance_group
+        arrays = requests_for(name)[0]
+        answer = server.infer(
+            name, arrays, [server.client.get_model_metadata(name).outputs[0].name]
+        )
+        print(f"self-check: mmaas serve {name} ready in {ready:.1f} s, instance group "
+              f"{group.Kind.Name(group.kind)} gpus {list(group.gpus)}, answered "
+              f"{[a.shape for a in answer.values()]}", flush=True)  # fmt: skip
+        if group.Kind.Name(group.kind) != "KIND_GPU":
+            raise RuntimeError("the instances do not run on the GPU")
+    except Exception as exc:
+        print(f"self-check FAILED: {exc}\n{server.tail(40)}", flush=True)
+        server.stop()
+        sys.exit(1)
+    server.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="+", type=Path)
-    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--out", type=Path)
     parser.add_argument("--work", type=Path, default=Path("/tmp/mmaas-gpu-serve"))
+    parser.add_argument("--self-check", action="store_true", help="serve the first model only")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
+    if args.self_check or args.out is None:
+        self_check(args.models[0], args.work)
+        return
     records = [check_model(model, args.work) for model in args.models]
     for r in records:
         worst = max(

@@ -3,7 +3,7 @@
 # when done). scripts/setup.sh runs it after `pip install -e '.[dev]'`, which brings the
 # Python ones (tritonclient[grpc,http], grpcurl, libcudart for perf_analyzer).
 #
-#   install_clients.sh VENV [KSERVE_VENV]
+#   install_clients.sh VENV [KSERVE_VENV [OPENAI_VENV]]
 #
 #   - perf_analyzer 2.51.0, Triton's load tool: the binary of the tritonclient==2.51.0 wheel
 #     (2.52-2.60 need a newer glibc than Debian 12's 2.36, later wheels have none), unpacked
@@ -17,6 +17,8 @@
 #   - the KServe SDK in KSERVE_VENV (default: VENV-kserve), a venv of its own: kserve 0.21
 #     pins protobuf<7, the project's grpcio-health-checking/-reflection need protobuf>=7.
 #     Pinned by scripts/kserve-requirements.txt.
+#   - the OpenAI clients (the openai SDK, langchain-openai, litellm) in OPENAI_VENV
+#     (VENV-openai), a venv of their own, pinned by scripts/openai-requirements.txt.
 # Environment: MMAAS_PYTHON (interpreter for KSERVE_VENV, default python3).
 set -euo pipefail
 
@@ -27,9 +29,10 @@ PYTHON=${MMAAS_PYTHON:-python3}
 say() { printf 'setup: %s\n' "$*"; }
 die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
 
-(($# >= 1 && $# <= 2)) || die "usage: install_clients.sh VENV [KSERVE_VENV]"
+(($# >= 1 && $# <= 3)) || die "usage: install_clients.sh VENV [KSERVE_VENV [OPENAI_VENV]]"
 VENV=$(cd "$1" 2>/dev/null && pwd) || die "$1: no such venv (create it first)"
 KSERVE_VENV=${2:-$VENV-kserve}
+OPENAI_VENV=${3:-$VENV-openai}
 [[ -x $VENV/bin/python ]] || die "$VENV/bin/python missing: not a venv"
 
 perf_analyzer_works() {
@@ -101,30 +104,32 @@ ensure_promtool() {
   rm -rf "$tmp"
 }
 
-ensure_kserve() {
-  local stamp=$KSERVE_VENV/.mmaas-installed want log
-  want=$(cat "$ROOT/scripts/kserve-requirements.txt" <("$PYTHON" --version 2>&1) | sha256sum | cut -d' ' -f1)
+ensure_venv() {  # ensure_venv NAME DIR REQUIREMENTS IMPORT: a client venv, pinned, checked
+  local name=$1 dir=$2 requirements=$3 check=$4 stamp=$2/.mmaas-installed want log
+  want=$(cat "$requirements" <("$PYTHON" --version 2>&1) | sha256sum | cut -d' ' -f1)
   if [[ -f $stamp && $(<"$stamp") == "$want" ]]; then
-    say "KServe SDK present ($KSERVE_VENV)"
+    say "$name present ($dir)"
     return
   fi
-  [[ -x $KSERVE_VENV/bin/python ]] || "$PYTHON" -m venv "$KSERVE_VENV"
-  say "pip install kserve into $KSERVE_VENV (log: $KSERVE_VENV/pip-install.log)"
-  log=$KSERVE_VENV/pip-install.log
-  if ! "$KSERVE_VENV/bin/python" -m pip install --disable-pip-version-check \
-      -r "$ROOT/scripts/kserve-requirements.txt" >"$log" 2>&1; then
+  [[ -x $dir/bin/python ]] || "$PYTHON" -m venv "$dir"
+  say "pip install $name into $dir (log: $dir/pip-install.log)"
+  log=$dir/pip-install.log
+  if ! "$dir/bin/python" -m pip install --disable-pip-version-check -r "$requirements" \
+      >"$log" 2>&1; then
     grep -v "^WARNING: Location" "$log" | tail -n 20 >&2
-    die "pip install kserve failed; full log: $log"
+    die "pip install $name failed; full log: $log"
   fi
-  "$KSERVE_VENV/bin/python" -c 'from kserve import InferenceRESTClient, InferenceGRPCClient' ||
-    die "the KServe SDK does not import in $KSERVE_VENV"
+  "$dir/bin/python" -c "$check" || die "$name does not import in $dir"
   echo "$want" >"$stamp"
 }
 
 main() {
   ensure_perf_analyzer
   ensure_promtool
-  ensure_kserve
+  ensure_venv "the KServe SDK" "$KSERVE_VENV" "$ROOT/scripts/kserve-requirements.txt" \
+    'from kserve import InferenceRESTClient, InferenceGRPCClient'
+  ensure_venv "the OpenAI clients" "$OPENAI_VENV" "$ROOT/scripts/openai-requirements.txt" \
+    'import openai, langchain_openai, litellm'
 }
 
 main

@@ -1,16 +1,23 @@
 #!/usr/bin/env bash
-# Prepare this machine for mmaas's builds and tests; safe to run again (fast when done).
+# Prepare this machine for mmaas; safe to run again (fast when done).
+#
+#   setup.sh          what `mmaas build` and the main job (scripts/demo.sh) need, nothing more
+#   setup.sh --dev    that, plus what the tests need (scripts/test.sh runs this)
+#
 #   1. apt packages: docker.io (engine + BuildKit-capable client /usr/bin/docker),
-#      docker-registry (push/pull tests), debootstrap (base image), libb64-0d
+#      debootstrap (base image); --dev: docker-registry (push/pull tests), libb64-0d
 #      (perf_analyzer)  -- only what is missing
 #   2. the Docker engine: started in the background when `docker info` fails
-#   3. the Python venv .venv with `pip install -e '.[dev]'` (again when pyproject.toml changes)
-#   4. the real clients the tests drive (scripts/install_clients.sh): perf_analyzer, promtool
-#      and the KServe SDK in .venv-kserve (tritonclient and grpcurl come with the dev extra)
-#   5. the example ONNX models and qwen-vl's test pictures (scripts/fetch_models.py,
-#      sha256-checked); the small Qwen2-VL checkpoint and its engines' ONNX sources and
-#      assets (`mmaas convert qwen2-vl models/qwen-vl --if-stale`: again only when the
-#      converter's code changed)
+#   3. the Python venv .venv with `pip install -e '.[demo]'` (--dev: '.[dev]': torch,
+#      transformers, linters, act...); again when pyproject.toml changes
+#   4. --dev: the real clients the tests drive (scripts/install_clients.sh): perf_analyzer,
+#      promtool, the KServe SDK in .venv-kserve and the OpenAI clients (openai,
+#      langchain-openai, litellm) in .venv-openai (tritonclient and grpcurl come with the
+#      dev extra)
+#   5. the example ONNX models (scripts/fetch_models.py, sha256-checked); --dev: also the
+#      test models and qwen-vl's test pictures, and the small Qwen2-VL checkpoint with its
+#      engines' ONNX sources and assets (`mmaas convert qwen2-vl models/qwen-vl --if-stale`:
+#      again only when the converter's code changed)
 #   6. the local base image (scripts/make_base_image.sh) when missing or made by an older recipe
 # Environment: MMAAS_DOCKER (client, default /usr/bin/docker), MMAAS_BASE_IMAGE (default
 # mmaas/base:bookworm), MMAAS_PYTHON (interpreter for the venv, default python3),
@@ -23,8 +30,10 @@ BASE_IMAGE=${MMAAS_BASE_IMAGE:-mmaas/base:bookworm}
 PYTHON=${MMAAS_PYTHON:-python3}
 DOCKERD_LOG=${MMAAS_DOCKERD_LOG:-/var/log/mmaas-dockerd.log}
 DOCKERD_TIMEOUT=${MMAAS_DOCKERD_TIMEOUT:-60}
-APT_PACKAGES=(docker.io docker-registry debootstrap libb64-0d)
+APT_PACKAGES=(docker.io debootstrap)
+DEV_APT_PACKAGES=(docker-registry libb64-0d)
 VENV=$ROOT/.venv
+DEV=0
 
 say() { printf 'setup: %s\n' "$*"; }
 die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
@@ -88,29 +97,35 @@ ensure_dockerd() {
   say "docker engine ready (pid $pid)"
 }
 
+# The venv holds the extra `demo` (the main job's) or `dev` (the tests', a superset); a
+# stamp per extra records what pyproject.toml and setup.py it was installed from.
 ensure_venv() {
-  local stamp=$VENV/.mmaas-installed want
+  local extra=$1 want
   if [[ ! -x $VENV/bin/python ]]; then
     say "creating $VENV with $("$PYTHON" --version 2>&1)"
     "$PYTHON" -m venv "$VENV"
   fi
   want=$(cat "$ROOT/pyproject.toml" "$ROOT/setup.py" <("$VENV/bin/python" --version) | sha256sum | cut -d' ' -f1)
-  if [[ -f $stamp && $(<"$stamp") == "$want" ]]; then
+  if [[ $(cat "$VENV/.mmaas-installed-$extra" 2>/dev/null) == "$want" ||
+        ($extra == demo && $(cat "$VENV/.mmaas-installed-dev" 2>/dev/null) == "$want") ]]; then
     say "venv up to date ($VENV)"
     return
   fi
-  say "pip install -e '.[dev]' into $VENV (log: $VENV/pip-install.log)"
-  if ! "$VENV/bin/python" -m pip install --disable-pip-version-check -e "${ROOT}[dev]" \
+  say "pip install -e '.[$extra]' into $VENV (log: $VENV/pip-install.log)"
+  if ! "$VENV/bin/python" -m pip install --disable-pip-version-check -e "${ROOT}[$extra]" \
       >"$VENV/pip-install.log" 2>&1; then
     grep -v "^WARNING: Location 'file:" "$VENV/pip-install.log" | tail -n 30 >&2
-    die "pip install -e '.[dev]' failed; full log: $VENV/pip-install.log"
+    die "pip install -e '.[$extra]' failed; full log: $VENV/pip-install.log"
   fi
-  echo "$want" >"$stamp"
+  echo "$want" >"$VENV/.mmaas-installed-$extra"
 }
 
 ensure_models() {
   say "example models:"
-  "$VENV/bin/python" "$ROOT/scripts/fetch_models.py" | sed 's/^/  /'
+  "$VENV/bin/python" "$ROOT/scripts/fetch_models.py" "$@" | sed 's/^/  /'
+}
+
+ensure_qwen_vl() {
   say "qwen-vl: small Qwen2-VL checkpoint + engines' ONNX + assets (mmaas convert qwen2-vl)"
   if ! "$VENV/bin/mmaas" convert qwen2-vl "$ROOT/models/qwen-vl" --if-stale \
       >"$VENV/export-qwen-vl.log" 2>&1; then
@@ -146,12 +161,26 @@ take_lock() {
 
 main() {
   local started=$SECONDS
+  case ${1:-} in
+    --dev) DEV=1 ;;
+    "") ;;
+    *) die "usage: setup.sh [--dev]  (--dev: also what the tests need)" ;;
+  esac
   take_lock
+  if ((DEV)); then
+    APT_PACKAGES+=("${DEV_APT_PACKAGES[@]}")
+  fi
   ensure_apt_packages
   ensure_dockerd
-  ensure_venv
-  bash "$ROOT/scripts/install_clients.sh" "$VENV" "$ROOT/.venv-kserve"
-  ensure_models
+  if ((DEV)); then
+    ensure_venv dev
+    bash "$ROOT/scripts/install_clients.sh" "$VENV" "$ROOT/.venv-kserve" "$ROOT/.venv-openai"
+    ensure_models --all
+    ensure_qwen_vl
+  else
+    ensure_venv demo
+    ensure_models
+  fi
   ensure_base_image
   say "done in $((SECONDS - started)) s"
 }

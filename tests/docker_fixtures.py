@@ -128,6 +128,7 @@ def run_container(
     env: Mapping[str, str] | None = None,
     ports: Sequence[int] = (),
     command: Sequence[str] = (),
+    options: Sequence[str] = (),
 ) -> Iterator[Container]:
     """Start ``image`` detached, publish each of ``ports`` on a free 127.0.0.1 port, yield
     the :class:`Container`, and always remove it (``docker rm --force``) afterwards.
@@ -138,11 +139,12 @@ def run_container(
         env: environment variables for the container.
         ports: container ports (TCP) to publish.
         command: replaces the image's CMD when given.
+        options: more ``docker run`` options (``--ipc=host``, ``--user 0``...).
 
     Raises:
         ProcessError: ``docker run`` failed (e.g. no such image).
     """
-    argv = [*docker, "run", "--detach", "--init", "--label", TEST_LABEL]
+    argv = [*docker, "run", "--detach", "--init", "--label", TEST_LABEL, *options]
     for port in ports:
         argv += ["--publish", f"127.0.0.1::{port}"]
     for key, value in (env or {}).items():

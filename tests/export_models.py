@@ -31,18 +31,19 @@ def model_copy(tmp_path: Path, onnx: Path, extra: dict) -> Path:
     return folder
 
 
-def source_of(folder: Path, reference: str = PINNED) -> ExportSource:
+def source_of(folder: Path, reference: str = PINNED, report: dict | None = None) -> ExportSource:
     """The ExportSource of the model in ``folder`` as if its image were built and pushed
-    as ``reference``."""
+    as ``reference`` (``report``: the engine's build report, none by default)."""
     loaded = load_spec(folder, checks=host_checks())
     record = FileRecord("model.ort.onnx", "blake3:" + "1" * 64, "sha256:" + "2" * 64, ENGINE_BYTES)
     manifest = Manifest(
         model=model_info(loaded.spec),
         engine=record,
-        source=record,
+        source=FileRecord.of(loaded.source_path.parent, loaded.source_path.name),
         spec_digest=loaded.spec.digest(),
         backend={"name": loaded.spec.backend, "version": "1.32.0"},
         build={},
+        report=report or {},
     ).sealed()
     model = ModelManifest(
         name=loaded.spec.name,
@@ -50,8 +51,9 @@ def source_of(folder: Path, reference: str = PINNED) -> ExportSource:
         spec_digest=manifest.spec_digest,
         engines=(EngineEntry(SINGLE_ENGINE, ".", manifest),),
     ).sealed()
+    pinned = "@sha256:" in reference
     return ExportSource(
-        loaded.spec, folder, reference, reference, "@sha256:" in reference, manifest, {}, model
+        loaded.spec, folder, reference, reference, pinned, manifest, {}, model, loaded.source_path
     )
 
 

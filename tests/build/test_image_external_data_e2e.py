@@ -82,6 +82,7 @@ def test_image_carries_and_verifies_the_engine_data_file(
         [*docker_cli, "run", "--rm", "--entrypoint", "ls", IMAGE, "/opt/mmaas/model"]
     ).stdout.split()
     assert sorted(listing) == [
+        "image-files.json",  # the seal: every file the image runs, the engine's included
         "manifest.json",
         "model.ort.onnx",
         "model.ort.onnx.data",

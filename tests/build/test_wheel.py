@@ -123,7 +123,7 @@ def test_installed_mmaas_renders_outside_a_checkout(tmp_path: Path) -> None:
 
 # What each image runs from its wheel: the templates' entry points and the back end's part.
 ENTRY_POINTS = {
-    "runtime_packages": ("mmaas.server.app", "mmaas.core.model_dir"),
+    "runtime_packages": ("mmaas.server.app", "mmaas.core.model_dir", "mmaas.core.image_seal"),
     "builder_packages": ("mmaas.stage.__main__", "mmaas.core.model_dir"),
 }
 IMPORT_ENTRY_POINTS = """

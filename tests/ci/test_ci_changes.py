@@ -288,3 +288,27 @@ def test_an_unknown_head_or_a_folder_outside_git_is_a_usage_error(
     (tmp_path / "plain").mkdir()
     with pytest.raises(UsageError, match="not a git repository"):
         changed_models(tmp_path / "plain", None, "HEAD")
+
+
+def test_a_new_model_whose_onnx_is_git_ignored_is_warned_about(repo: GitRepo) -> None:
+    """CI checks out the commit: a new model's ONNX kept out by .gitignore is not there,
+    so the build could never run; a committed source and a URL source are fine."""
+    before = repo.head()
+    repo.write(".gitignore", "models/*/*.onnx\n")
+    repo.write("models/d/model.yaml", "name: d\nversion: '1'\nsource: {path: d.onnx}\n")
+    repo.write("models/d/d.onnx", "onnx bytes\n")  # ignored: git add -A leaves it out
+    repo.write("models/e/model.yaml", "name: e\nversion: '1'\nsource: {path: e.onnx}\n")
+    repo.write("models/e/e.onnx", "onnx bytes\n")
+    repo.git("add", "-f", "models/e/e.onnx")
+    url = "{url: 'https://example.org/f.onnx', sha256: '" + "0" * 64 + "'}"
+    repo.write("models/f/model.yaml", f"name: f\nversion: '1'\nsource: {url}\n")
+    result = changed_models(repo.path, before, repo.commit())
+    assert names(result) == ["d", "e", "f"]
+    (warning,) = result.warnings
+    assert "new model d: its ONNX source models/d/d.onnx is not in commit" in warning
+    assert "git-ignored by .gitignore:1: models/*/*.onnx" in warning
+    assert "git add -f models/d/d.onnx" in warning
+    # an existing model is not warned about again (CI may fetch its source: fetch_models)
+    repo.model("d", version="1.1.0")
+    again = changed_models(repo.path, repo.head(), repo.commit())
+    assert again.warnings == ()

@@ -10,12 +10,14 @@ import time
 import urllib.request
 from pathlib import Path
 
+import grpc
 import numpy as np
 import onnxruntime as ort
 import pytest
 import yaml
 from deploy_e2e import mmaas
 from google.protobuf import text_format
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from tritonclient.grpc import model_config_pb2 as triton
 
 from docker_fixtures import wait_for_grpc_serving
@@ -29,7 +31,8 @@ def test_exported_pod_settings_run_the_image(signed, docker_cli, keys, tmp_path:
     """The Deployment's container settings, applied by Docker as a kubelet would: its env
     (trusted key, engine pin, threads), user 10001, a read-only root file system with
     /tmp writable, no capabilities, no privilege escalation. The server comes up SERVING
-    on gRPC and live on HTTP, and SIGTERM ends it (exit 0) well within the grace period."""
+    on gRPC, live where the liveness probe asks (and on HTTP), and SIGTERM ends it (exit 0)
+    well within the grace period."""
     folder, image = signed
     out = tmp_path / "plain"
     done = mmaas(
@@ -79,8 +82,12 @@ def test_exported_pod_settings_run_the_image(signed, docker_cli, keys, tmp_path:
             )
 
         wait_for_grpc_serving(port(8001), timeout=90)
-        live = container["livenessProbe"]["httpGet"]
-        with urllib.request.urlopen(f"http://127.0.0.1:{port(live['port'])}{live['path']}") as r:
+        live = container["livenessProbe"]["grpc"]  # the routed port's health, service live
+        with grpc.insecure_channel(f"127.0.0.1:{port(live['port'])}") as channel:
+            request = health_pb2.HealthCheckRequest(service=live["service"])
+            reply = health_pb2_grpc.HealthStub(channel).Check(request, timeout=10)
+            assert reply.status == health_pb2.HealthCheckResponse.SERVING
+        with urllib.request.urlopen(f"http://127.0.0.1:{port(8000)}/v2/health/live") as r:
             assert r.status == 200
         grace = pod["terminationGracePeriodSeconds"]
         began = time.monotonic()

@@ -5,13 +5,11 @@ the image (C33), and the server refusing untrusted and unsigned engines."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import pytest
 from cyclonedx.schema import SchemaVersion
 from cyclonedx.validation.json import JsonStrictValidator
-from deploy_e2e import MODEL_DIR, mmaas
+from deploy_e2e import MODEL_DIR, derived, mmaas
 
 from docker_fixtures import run_to_exit
 from mmaas.core import proc
@@ -19,21 +17,6 @@ from mmaas.core.hashing import file_digests
 from mmaas.core.sbom import missing
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
-
-
-@contextmanager
-def derived(docker_cli: list[str], image: str, tag: str, step: str) -> Iterator[str]:
-    """``tag``: ``image`` with one root ``RUN step``; removed afterwards."""
-    dockerfile = f"FROM {image}\nUSER root\nRUN {step}\nUSER 10001\n"
-    proc.run(
-        [*docker_cli, "build", "--quiet", "--tag", tag, "-"],
-        input_bytes=dockerfile.encode(),
-        env={"DOCKER_BUILDKIT": "1"},
-    )
-    try:
-        yield tag
-    finally:
-        proc.run([*docker_cli, "image", "rm", "--force", tag], check=False)
 
 
 def in_image(docker_cli: list[str], image: str, code: str) -> str:
@@ -95,7 +78,7 @@ def test_server_refuses_untrusted_and_unsigned_engines(signed, docker_cli, keys)
     assert code == 1
     assert "which is not trusted" in logs
     unsigned = f"{image}-unsigned"
-    with derived(docker_cli, image, unsigned, f"rm {MODEL_DIR}/manifest.sig.json") as tag:
+    with derived(docker_cli, image, unsigned, [f"RUN rm {MODEL_DIR}/manifest.sig.json"]) as tag:
         env = {"MMAAS_TRUSTED_KEYS": keys["public"].read_text()}
         code, logs = run_to_exit(docker_cli, tag, env=env)
         assert code == 1

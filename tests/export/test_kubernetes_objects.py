@@ -81,16 +81,17 @@ def test_every_server_port_is_named_and_probes_target_the_routed_one(source) -> 
     ]
     assert container["readinessProbe"]["grpc"] == {"port": 9001}
     assert container["startupProbe"]["grpc"] == {"port": 9001}
-    assert container["livenessProbe"]["httpGet"] == {"path": "/v2/health/live", "port": 8000}
+    assert container["livenessProbe"]["grpc"] == {"port": 9001, "service": "liveness"}
     rest = kserve_objects(source, "serverless", "v2", None)["servingruntime.yaml"]
     container = rest["spec"]["containers"][0]
     assert container["ports"] == [{"name": "http1", "containerPort": 8000, "protocol": "TCP"}]
     assert container["readinessProbe"]["httpGet"] == {"path": "/v2/health/ready", "port": 8000}
-    assert "startupProbe" not in container and "lifecycle" not in container
+    assert container["startupProbe"]["httpGet"] == {"path": "/v2/health/ready", "port": 8000}
+    assert "lifecycle" not in container  # Knative's queue-proxy drains
     grpc = kserve_objects(source, "serverless", "grpc-v2", None)["servingruntime.yaml"]
     container = grpc["spec"]["containers"][0]
     assert container["ports"] == [{"name": "h2c", "containerPort": 9001, "protocol": "TCP"}]
-    assert container["livenessProbe"]["grpc"] == {"port": 9001}
+    assert container["livenessProbe"]["grpc"] == {"port": 9001, "service": "liveness"}
     service = plain_objects(source, None)["service.yaml"]["spec"]["ports"]
     assert {(p["port"], p["appProtocol"]) for p in service} == {
         (9001, "kubernetes.io/h2c"),

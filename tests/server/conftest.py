@@ -26,6 +26,7 @@ from mmaas.backends import CompileRequest
 from mmaas.core.manifest import ModelInfo
 from mmaas.stage.build import build_model_dir
 from onnx_builder import ORT_SETTINGS
+from real_models import silero_info, silero_vad
 
 from . import graphs
 
@@ -231,9 +232,10 @@ def _compiled_source(factory: pytest.TempPathFactory, source: Path, info: ModelI
     return compile_model_dir(source, info, factory.mktemp(info.name) / "model")
 
 
-def _compiled(
+def compiled_graph(
     factory: pytest.TempPathFactory, build: Callable[[], tuple[onnx.ModelProto, ModelInfo]]
 ) -> Path:
+    """The model directory of one of :mod:`.graphs`' models, compiled by the builder stage."""
     model, info = build()
     source = factory.mktemp(info.name) / "model.onnx"
     onnx.save(model, source)
@@ -254,29 +256,35 @@ def cls_dir(ppocr_models: dict[str, Path], tmp_path_factory: pytest.TempPathFact
 
 @pytest.fixture(scope="session")
 def datatypes_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _compiled(tmp_path_factory, graphs.datatypes_model)
+    return compiled_graph(tmp_path_factory, graphs.datatypes_model)
 
 
 @pytest.fixture(scope="session")
 def integers_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _compiled(tmp_path_factory, graphs.integers_model)
+    return compiled_graph(tmp_path_factory, graphs.integers_model)
 
 
 @pytest.fixture(scope="session")
 def strings_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _compiled(tmp_path_factory, graphs.strings_model)
+    return compiled_graph(tmp_path_factory, graphs.strings_model)
 
 
 @pytest.fixture(scope="session")
 def two_outputs_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _compiled(tmp_path_factory, graphs.two_outputs_model)
+    return compiled_graph(tmp_path_factory, graphs.two_outputs_model)
 
 
 @pytest.fixture(scope="session")
 def mistakes_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _compiled(tmp_path_factory, graphs.mistakes_model)
+    return compiled_graph(tmp_path_factory, graphs.mistakes_model)
+
+
+@pytest.fixture(scope="session")
+def silero_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """silero-vad (the real model, :mod:`real_models`) compiled for 1..4 streams."""
+    return _compiled_source(tmp_path_factory, silero_vad(), silero_info())
 
 
 @pytest.fixture(scope="session")
 def large_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _compiled(tmp_path_factory, graphs.large_model)
+    return compiled_graph(tmp_path_factory, graphs.large_model)

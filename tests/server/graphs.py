@@ -172,3 +172,38 @@ def ppocr_cls_info() -> ModelInfo:
     ]
     outputs = [TensorInfo("save_infer_model/scale_0.tmp_1", "FP32", (-1, 2))]
     return _info("ppocr-cls", inputs, outputs, 32, version="1.0.0")
+
+
+def lookup_model() -> tuple[onnx.ModelProto, ModelInfo]:
+    """INT64 ``idx`` [-1, 1] (batch 1..8) -> ``value = table[idx]`` FP32 [-1, 1] over the
+    table 0..7: an index outside -8..7 is refused by ONNX Runtime's Gather (INVALID_ARGUMENT),
+    a request value the engine refuses."""
+    inputs = [TensorInfo("idx", "INT64", (-1, 1), min=(1, 1), opt=(1, 1), max=(8, 1))]
+    outputs = [TensorInfo("value", "FP32", (-1, 1))]
+    table = helper.make_tensor("table", TensorProto.FLOAT, [8], [float(i) for i in range(8)])
+    nodes = [helper.make_node("Gather", ["table", "idx"], ["value"])]
+    return _model(nodes, inputs, outputs, (table,)), _info("lookup", inputs, outputs, 8)
+
+
+def scalars_model() -> tuple[onnx.ModelProto, ModelInfo]:
+    """Rank-0 tensors: FP32 ``gain`` [] and ``x`` [-1] (1..8 values, no batch axis) ->
+    ``y = x * gain`` [-1] and ``total = sum(y)`` [] (a scalar output)."""
+    inputs = [
+        TensorInfo("gain", "FP32", ()),
+        TensorInfo("x", "FP32", (-1,), min=(1,), opt=(4,), max=(8,)),
+    ]
+    outputs = [TensorInfo("y", "FP32", (-1,)), TensorInfo("total", "FP32", ())]
+    nodes = [
+        helper.make_node("Mul", ["x", "gain"], ["y"]),
+        helper.make_node("ReduceSum", ["y"], ["total"], keepdims=0),
+    ]
+    return _model(nodes, inputs, outputs), _info("scalars", inputs, outputs, 0)
+
+
+def batch_only_model() -> tuple[onnx.ModelProto, ModelInfo]:
+    """INT64 ``n`` [-1] (batch 1..4, no other dim) -> ``twice = n + n`` [-1]: a scalar per
+    batch row, which Triton declares as dims [1] with reshape { shape: [] }."""
+    inputs = [TensorInfo("n", "INT64", (-1,), min=(1,), opt=(2,), max=(4,))]
+    outputs = [TensorInfo("twice", "INT64", (-1,))]
+    nodes = [helper.make_node("Add", ["n", "n"], ["twice"])]
+    return _model(nodes, inputs, outputs), _info("batch-only", inputs, outputs, 4)

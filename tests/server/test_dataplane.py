@@ -17,7 +17,8 @@ import pytest
 import tritonclient.utils.shared_memory as triton_shm
 
 from mmaas.server.dataplane import DataPlane, Failed
-from mmaas.server.protocol.shm import SystemSharedMemory, TensorRef
+from mmaas.server.protocol.memory import SharedMemory
+from mmaas.server.protocol.shm import TensorRef
 from mmaas.server.protocol.types import (
     InferInput,
     InferRequest,
@@ -56,7 +57,7 @@ def request(shape: tuple[int, ...] = IMAGE.shape, **outputs: TensorRef) -> Given
 
 def plane_of(executor: object) -> tuple[DataPlane, ServedModel]:
     model = served(executor)
-    return DataPlane(Repository([model]), SystemSharedMemory()), model
+    return DataPlane(Repository([model]), SharedMemory()), model
 
 
 def counts(model: ServedModel) -> tuple[int, dict[str, int]]:
@@ -128,7 +129,7 @@ def test_a_decoupled_models_outputs_cannot_go_to_shared_memory() -> None:
     plane, model = plane_of(Tokens(3))
     key = f"/mmaas-test-{uuid.uuid4().hex[:12]}"
     handle = triton_shm.create_shared_memory_region("o", key, 64)
-    plane.shm.register("o", key, 0, 64)
+    plane.shm.register_system("o", key, 0, 64)
 
     async def first() -> InferResponse:
         wish = request(**{TOKEN: TensorRef("o", 0, 8)})

@@ -85,7 +85,7 @@ class InProcessServer:
 
     async def main(self) -> None:
         self.repository = Repository(served(m.model) for m in self.manifests)
-        context = ServerContext.create(self.repository, "onnxruntime")
+        context = ServerContext.create(self.repository)
         server = grpc_server(self.settings, context, HealthServicer())
         metrics = serve_http("127.0.0.1", self.metrics_port, self.repository.metrics)
         await server.start()

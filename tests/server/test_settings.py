@@ -52,13 +52,33 @@ FIELDS = {
     "MMAAS_TRUSTED_KEYS": "trusted_keys",
     "MMAAS_LOG_FORMAT": "log_format",
     "MMAAS_LOG_LEVEL": "log_level",
+    "MMAAS_MAX_DECODE_BYTES": "max_decode_bytes",
+    "MMAAS_FETCH_PICTURES": "fetch.enabled",
+    "MMAAS_FETCH_TIMEOUT_S": "fetch.timeout_s",
+    "MMAAS_FETCH_MAX_BYTES": "fetch.max_bytes",
+    "MMAAS_FETCH_MAX_REDIRECTS": "fetch.max_redirects",
+    "MMAAS_FETCH_ALLOW": "fetch.allow",
 }
 TLS = {table.TLS_CERT.env, table.TLS_KEY.env, table.TLS_CLIENT_CA.env}
 BACK_END = {table.CUDA_GRAPHS.env, table.TRT_CACHE_DIR.env}
+API_KEY = {table.OPENAI_API_KEY.env, table.OPENAI_API_KEY_FILE.env}  # make openai_api_key
 
 
 def test_every_row_has_a_place() -> None:
-    assert set(FIELDS) | TLS | BACK_END == {setting.env for setting in table.SETTINGS}
+    assert set(FIELDS) | TLS | BACK_END | API_KEY == {setting.env for setting in table.SETTINGS}
+
+
+def test_the_openai_key_comes_from_a_file_or_a_variable(tmp_path) -> None:
+    assert from_env({}).openai_api_key is None
+    assert from_env({"MMAAS_OPENAI_API_KEY": "k1"}).openai_api_key == "k1"
+    secret = tmp_path / "key"
+    secret.write_text("k2\n")
+    assert from_env({"MMAAS_OPENAI_API_KEY_FILE": str(secret)}).openai_api_key == "k2"
+    with pytest.raises(UsageError, match="both set"):
+        from_env({"MMAAS_OPENAI_API_KEY_FILE": str(secret), "MMAAS_OPENAI_API_KEY": "k1"})
+    secret.write_text("  \n")
+    with pytest.raises(UsageError, match="is empty"):
+        from_env({"MMAAS_OPENAI_API_KEY_FILE": str(secret)})
 
 
 @pytest.mark.parametrize(
@@ -81,6 +101,11 @@ def test_the_settings_defaults_are_the_tables() -> None:
          "MMAAS_SHUTDOWN_GRACE_S: 99999 is out of range; write a number of seconds from 0 to 3600"),
         ({"MMAAS_CUDA_GRAPHS": "maybe"},
          "MMAAS_CUDA_GRAPHS: 'maybe' is not a boolean; write true or false"),
+        ({"MMAAS_FETCH_ALLOW": "10.0.0.0/8, intranet"},
+         "MMAAS_FETCH_ALLOW: 'intranet' is not an IP network; write IP networks or addresses, "
+         "comma-separated (e.g. 10.0.0.0/8,fd00::/8)"),
+        ({"MMAAS_FETCH_TIMEOUT_S": "0"},
+         "MMAAS_FETCH_TIMEOUT_S: 0 is out of range; write a number of seconds, more than 0"),
     ],
 )  # fmt: skip
 def test_the_server_refuses_at_start_what_model_yaml_refuses(
@@ -104,6 +129,11 @@ def test_the_image_env_lines_read_back_as_the_specs_values() -> None:
             written = tuple(sorted(set(written)))  # the server reads sizes ascending
         read = attrgetter(FIELDS[setting.env])(settings)
         assert read == written != setting.default, setting.env
+
+
+def test_fetch_networks_are_read_normalised() -> None:
+    read = from_env({"MMAAS_FETCH_ALLOW": "127.0.0.1, 10.1.2.3/8,fd00::/8,127.0.0.1"})
+    assert read.fetch.allow == ("127.0.0.1/32", "10.0.0.0/8", "fd00::/8")
 
 
 def test_tls_needs_a_certificate_and_its_key(tmp_path) -> None:

@@ -123,9 +123,12 @@ def test_odd_names_and_dims_round_trip_through_load_spec(tmp_path: Path) -> None
 def test_static_and_scalar_inputs_get_no_profile_lines(tmp_path: Path) -> None:
     make_onnx(tmp_path / "m.onnx", [("x", FLOAT, [1, 3]), ("scale", TensorProto.INT64, [])])
     text = scaffold_spec(tmp_path / "m.onnx", "static")
-    assert "min:" not in text and "max_batch_size: 0 " in text
+    assert "    min:" not in text and "max_batch_size: 0 " in text
     [x, scale] = parse_spec(text, tmp_path / "model.yaml", checks=host_checks()).spec.inputs
     assert (x.min, scale.shape, scale.datatype, scale.max) == ((1, 3), [], "INT64", ())
+    # the rank-0 integer input gets sample_values proposed, as a comment (x does not)
+    assert text.count("# sample_values: 16000") == 1
+    assert text.index("name: scale") < text.index("# sample_values") < text.index("outputs:")
 
 
 def test_max_batch_size_defaults_to_zero_for_a_fixed_batch(tmp_path: Path) -> None:

@@ -12,20 +12,28 @@ import pytest
 
 from mmaas.core.errors import IntegrityError
 from mmaas.pipelines.qwen2_vl.config import (
+    ChatTemplate,
     Generation,
     ImageSettings,
     LanguageDims,
-    Prompt,
     RuntimeConfig,
     Tokens,
 )
 
 CONFIG = RuntimeConfig(
-    schema=1,
+    schema=2,
     files={"tokenizer.json": "ab" * 32},
     image=ImageSettings(14, 2, 2, 3136, 802816, 3, 1 / 255, (0.48, 0.45, 0.4), (0.26, 0.26, 0.27)),
     tokens=Tokens(3998, 3995, 3996, (3988, 3986), 3986, ("<|image_pad|>",)),
-    prompt=Prompt("<|im_start|>user\n", "<|vision_start|><|image_pad|><|vision_end|>", "\n"),
+    prompt=ChatTemplate(
+        ("system", "user", "assistant"),
+        "<|im_start|>",
+        "\n",
+        "<|im_end|>\n",
+        "You are a helpful assistant.",
+        "<|vision_start|><|image_pad|><|vision_end|>",
+        "<|im_start|>assistant\n",
+    ),
     prompt_proved_images=8,
     generation=Generation(1.05),
     language=LanguageDims(4, 2, 64, 256, 4096),
@@ -64,8 +72,8 @@ def broken(tmp_path: Path, change) -> str:
 @pytest.mark.parametrize(
     ("change", "expected"),
     [
-        (lambda d: d.update(schema=2), "field 'schema': 2, this mmaas reads schema 1"),
-        (lambda d: d.pop("schema"), "field 'schema': None, this mmaas reads schema 1"),
+        (lambda d: d.update(schema=1), "field 'schema': 1, this mmaas reads schema 2"),
+        (lambda d: d.pop("schema"), "field 'schema': None, this mmaas reads schema 2"),
         (lambda d: d.pop("language"), "field 'language': missing"),
         (lambda d: d["language"].pop("vocab_size"), "field 'language.vocab_size': missing"),
         (lambda d: d.update(extra=1), "field 'extra': unknown field; expected schema, files, "
@@ -88,6 +96,9 @@ def broken(tmp_path: Path, change) -> str:
         (lambda d: d["files"].update({"x.onnx": 7}),
          "field 'files.x.onnx': expected a string, got an integer 7"),
         (lambda d: d.update(prompt="hi"), "field 'prompt': expected an object, got a string"),
+        (lambda d: d["prompt"].pop("default_system"), "field 'prompt.default_system': missing"),
+        (lambda d: d["prompt"].update(roles="user"),
+         "field 'prompt.roles': expected a list, got a string"),
     ],
 )  # fmt: skip
 def test_each_broken_rule_names_the_field(tmp_path: Path, change, expected: str) -> None:
@@ -102,7 +113,7 @@ def test_unreadable_and_non_json_files_are_refused(tmp_path: Path) -> None:
     with pytest.raises(IntegrityError, match=r"runtime.json: not JSON \(Expecting"):
         RuntimeConfig.read(path)
     path.write_text("[1]")
-    with pytest.raises(IntegrityError, match=r"field 'schema': None, this mmaas reads schema 1"):
+    with pytest.raises(IntegrityError, match=r"field 'schema': None, this mmaas reads schema 2"):
         RuntimeConfig.read(path)
 
 
@@ -111,3 +122,17 @@ def test_the_converter_cannot_write_what_the_runtime_would_refuse(tmp_path: Path
     with pytest.raises(IntegrityError, match=r"field 'tokens\.pad': expected an integer, got null"):
         config.write(tmp_path / "runtime.json")
     assert not (tmp_path / "runtime.json").exists()
+
+
+def test_the_template_renders_chatml_turns() -> None:
+    turns = [("user", (None, "Who?")), ("assistant", ("Grace.",)), ("user", ("And", None))]
+    image = "<|vision_start|><|image_pad|><|vision_end|>"
+    assert CONFIG.prompt.render(turns) == (
+        "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
+        f"<|im_start|>user\n{image}Who?<|im_end|>\n<|im_start|>assistant\nGrace.<|im_end|>\n"
+        f"<|im_start|>user\nAnd{image}<|im_end|>\n<|im_start|>assistant\n"
+    )
+    assert CONFIG.prompt.render([("system", ("Terse.",)), ("user", ("Hi",))]) == (
+        "<|im_start|>system\nTerse.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+        "<|im_start|>assistant\n"
+    )

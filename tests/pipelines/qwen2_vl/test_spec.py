@@ -35,19 +35,28 @@ def test_models_qwen_vl_serves_the_llm_interface(qwen_vl_export: Path) -> None:
     assert loaded.pipeline is not None and loaded.pipeline.kind == "qwen2-vl"
     model = loaded.pipeline.model
     assert [(t.name, t.datatype, t.optional) for t in model.inputs] == [
-        ("text_input", "BYTES", False),
+        ("text_input", "BYTES", True),  # or messages: the runtime asks for one of the two
+        ("messages", "BYTES", True),
         ("image", "BYTES", True),
+        ("stop", "BYTES", True),
         ("max_tokens", "INT32", True),
         ("temperature", "FP32", True),
         ("top_p", "FP32", True),
         ("top_k", "INT32", True),
         ("seed", "INT32", True),
+        ("presence_penalty", "FP32", True),
+        ("frequency_penalty", "FP32", True),
+        ("logprobs", "INT32", True),
         ("stream", "BOOL", True),
     ]
-    assert model.inputs[1].max == (8,)
+    assert model.inputs[2].max == (8,)
+    assert model.inputs[3].max == (4,)  # OpenAI's limit on stop strings
     assert [(t.name, t.datatype, t.shape) for t in model.outputs] == [
         ("text_output", "BYTES", (1,)),
         ("output_ids", "INT32", (-1,)),
+        ("finish_reason", "BYTES", (1,)),
+        ("num_input_tokens", "INT32", (1,)),
+        ("output_logprobs", "BYTES", (-1,)),
     ]
     assert loaded.pipeline.serve_engines == ("vision",)
 
@@ -60,8 +69,9 @@ def test_model_yaml_is_the_converters_for_the_small_checkpoint(qwen_vl_export: P
     assert (qwen_vl_export.parent / "qwen-vl-gpu" / "model.yaml").read_text() == gpu
 
 
-def test_only_qwen2_vl_images_install_pillow_and_tokenizers() -> None:
-    assert pipeline_requirements("qwen2-vl") == "pillow\ntokenizers\n"
+def test_only_qwen2_vl_images_install_pillow_tokenizers_and_httpx() -> None:
+    required = "pillow\ntokenizers\nhttpx\nhttpcore\nh11\ncertifi\n"
+    assert pipeline_requirements("qwen2-vl") == required
     assert pipeline_requirements("ensemble") == pipeline_requirements(None) == ""
 
 

@@ -89,7 +89,7 @@ class InProcess:
         facts = ConfigFacts("python", "CPU", 1, batching=False, decoupled=True)
         model = ServedModel(info, 1 << 20, ModelMetrics("counter", "1"), facts, self.executor)
         model.state = "ready"
-        context = ServerContext.create(Repository([model]), "onnxruntime")
+        context = ServerContext.create(Repository([model]))
         settings = Settings(host="127.0.0.1", grpc_port=self.port)
         server = grpc_server(settings, context, HealthServicer())
         await server.start()

@@ -236,7 +236,7 @@ def test_cuda_shared_memory_is_refused_clearly(cls: RunningServer) -> None:
     with pytest.raises(InferenceServerException) as error:
         client.register_cuda_shared_memory("g", b"\0" * 64, 0, 64)
     assert error.value.status() == "StatusCode.INVALID_ARGUMENT"
-    assert "CUDA shared memory is not supported on this back end" in error.value.message()
+    assert "CUDA is not available on this server (" in error.value.message()
     assert not client.get_cuda_shared_memory_status().regions
 
 

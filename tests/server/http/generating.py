@@ -84,7 +84,7 @@ def echo_model() -> ServedModel:
 async def main(port: int) -> None:
     settings = Settings(host="127.0.0.1", http_port=port)
     server = HttpServer(
-        create_app(ServerContext.create(Repository([echo_model()]), "test"), 30.0), settings
+        create_app(ServerContext.create(Repository([echo_model()])), 30.0), settings
     )
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)

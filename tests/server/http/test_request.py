@@ -14,7 +14,8 @@ import orjson
 import pytest
 
 from mmaas.core.manifest import ModelInfo, TensorInfo
-from mmaas.server.http.request import header_length, parse_body, raw_body
+from mmaas.server.http.binary_header import header_length
+from mmaas.server.http.request import parse_body, raw_body
 from mmaas.server.http.response import encode_response
 from mmaas.server.protocol.codec import from_raw
 from mmaas.server.protocol.types import InferRequest, InferResponse, OutputTensor, RawBytes
@@ -100,13 +101,21 @@ def test_binary_input_without_the_header_length_is_refused() -> None:
 @pytest.mark.parametrize(
     ("value", "message"),
     [
-        ("abc", "Unable to parse Inference-Header-Content-Length, got: 'abc'"),
-        ("-1", "Inference-Header-Content-Length is -1, but the body holds 10 bytes"),
+        ("abc", "Unable to parse Inference-Header-Content-Length, got: 'abc' (body 10 bytes)"),
+        ("-1", "Unable to parse Inference-Header-Content-Length, got: '-1' (body 10 bytes)"),
+        ("1_0", "Unable to parse Inference-Header-Content-Length, got: '1_0' (body 10 bytes)"),
+        ("4, 6", "Unable to parse Inference-Header-Content-Length, got: '4, 6' (body 10"),
         ("11", "Inference-Header-Content-Length is 11, but the body holds 10 bytes"),
     ],
 )
 def test_header_length_outside_the_body(value: str, message: str) -> None:
-    assert message in refused(header_length, value, 10)
+    assert message in refused(header_length, [value], 10)
+
+
+def test_header_length_is_sent_once() -> None:
+    message = refused(header_length, ["4", "4"], 10)
+    assert "Inference-Header-Content-Length is sent 2 times ('4', '4') for a body of 10" in message
+    assert header_length([], 10) is None and header_length([" 4 "], 10) == 4
 
 
 def test_raw_binary_request_is_the_one_input_at_batch_1() -> None:

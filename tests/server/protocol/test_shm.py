@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tritonclient.utils.shared_memory as triton_shm
 
-from mmaas.server.protocol.shm import SystemSharedMemory, TensorRef, cuda_unsupported, tensor_ref
+from mmaas.server.protocol.shm import SystemSharedMemory, TensorRef, tensor_ref
 from mmaas.server.status import AlreadyExists, InvalidArgument, NotFound
 
 SIZE = 3 * 4096
@@ -41,18 +41,20 @@ def test_reads_and_writes_exactly_the_range_offsets_applied_once(shm_object) -> 
     key, handle = shm_object
     registry = SystemSharedMemory()
     registry.register("r", key, 4096 + 10, 100)  # not page aligned: mmap needs the page below
-    data = registry.read(TensorRef("r", 6, 8), "input 'x'")
+    lease = registry.lease()
+    data = lease.read(TensorRef("r", 6, 8), "input 'x'")
     assert bytes(data) == bytes((np.arange(4096 + 16, 4096 + 24) % 251).astype(np.uint8))
-    registry.write(TensorRef("r", 20, 4), b"\xff\xfe\xfd\xfc", "output 'y'")
+    lease.write(TensorRef("r", 20, 4), b"\xff\xfe\xfd\xfc", "output 'y'")
     after = triton_shm.get_contents_as_numpy(handle, np.uint8, [SIZE])
     assert after[4096 + 30 : 4096 + 34].tolist() == [255, 254, 253, 252]
     want = (np.arange(SIZE) % 251).astype(np.uint8)
     changed = np.flatnonzero(after != want)
     assert changed.tolist() == [4126, 4127, 4128, 4129]  # nothing else touched
     assert [s.__dict__ for s in registry.status()] == [
-        {"name": "r", "key": key, "offset": 4106, "byte_size": 100}
+        {"name": "r", "key": key, "offset": 4106, "byte_size": 100, "pending": False}
     ]
     data.release()
+    lease.release()
     registry.close()
 
 
@@ -84,9 +86,10 @@ def test_a_tensor_range_past_its_region_is_refused(shm_object, ref, fragment) ->
     key, _ = shm_object
     registry = SystemSharedMemory()
     registry.register("r", key, 0, 100)
+    lease = registry.lease()
     for call in (
-        lambda: registry.read(ref, "input 'x'"),
-        lambda: registry.write(ref, b"\0", "output 'y'"),
+        lambda: lease.read(ref, "input 'x'"),
+        lambda: lease.write(ref, b"\0", "output 'y'"),
     ):
         with pytest.raises((InvalidArgument, NotFound)) as error:
             call()
@@ -101,8 +104,8 @@ def test_an_output_larger_than_its_place_is_refused_and_nothing_written(shm_obje
     registry = SystemSharedMemory()
     registry.register("out", key, 0, 64)
     before = triton_shm.get_contents_as_numpy(handle, np.uint8, [SIZE]).copy()
-    with pytest.raises(InvalidArgument) as error:
-        registry.write(TensorRef("out", 0, 8), b"\1" * 16, "output 'y'")
+    with pytest.raises(InvalidArgument) as error, registry.lease() as lease:
+        lease.write(TensorRef("out", 0, 8), b"\1" * 16, "output 'y'")
     assert error.value.message == (
         "output 'y': shared memory region 'out' at offset 0 has shared_memory_byte_size 8 "
         "bytes, but the output needs 16 bytes to hold the results; give it at least 16 bytes"
@@ -121,8 +124,10 @@ def test_an_output_larger_than_its_place_is_refused_and_nothing_written(shm_obje
             "/mmaas-no-such-object",
             0,
             8,
-            "Unable to open shared memory region: "
-            "'/mmaas-no-such-object' for region 'm': No such file or directory",
+            "Unable to open shared memory region: '/mmaas-no-such-object' for region 'm': "
+            "no such object in this server's /dev/shm; the client creates it (shm_open), and "
+            "the server must share the client's IPC namespace to see it: run the image with "
+            "`docker run --ipc=host`",
         ),
         ("m", "/../../etc/passwd", 0, 8, "invalid shm key '/../../etc/passwd'"),
         ("m", "///", 0, 8, "invalid shm key '///'"),
@@ -181,10 +186,52 @@ def test_a_region_in_use_is_unmapped_once_its_last_array_goes(shm_object) -> Non
     key, _ = shm_object
     registry = SystemSharedMemory()
     registry.register("a", key, 0, 16)
-    array = np.frombuffer(registry.read(TensorRef("a", 0, 16), "input 'x'"), np.uint8)
-    registry.unregister("a")  # an in-flight request still reads it
+    with registry.lease() as lease:
+        array = np.frombuffer(lease.read(TensorRef("a", 0, 16), "input 'x'"), np.uint8)
+    registry.unregister("a")  # the request ended, but its array is still referenced
     assert registry.status() == [] and maps(key) == 2 and array.sum() == sum(range(16))
     del array
+    assert maps(key) == 1
+
+
+def test_unregister_keeps_a_region_in_flight_until_its_requests_end(shm_object) -> None:
+    key, _ = shm_object
+    registry = SystemSharedMemory()
+    registry.register("a", key, 0, 16)
+    registry.register("b", key, 16, 16)
+    first, second = registry.lease(), registry.lease()
+    first.read(TensorRef("a", 0, 4), "input 'x'").release()
+    second.read(TensorRef("a", 4, 4), "input 'x'").release()
+    second.check(TensorRef("b", 0, 8), "output 'y'", 8)
+    registry.unregister()  # both, while two requests use 'a' and one 'b'
+    assert [(s.name, s.pending) for s in registry.status()] == [("a", True), ("b", True)]
+    with pytest.raises(NotFound, match="Unable to find shared memory region: 'a'"):
+        registry.lease().read(TensorRef("a", 0, 4), "input 'z'")  # a new request
+    second.write(TensorRef("b", 0, 4), b"done", "output 'y'")  # the ones in flight go on
+    registry.register("a", key, 8, 8)  # the name is free again
+    assert [(s.name, s.offset, s.pending) for s in registry.status("a")] == [
+        ("a", 8, False),
+        ("a", 0, True),
+    ]
+    assert maps(key) == 4
+    second.release()
+    assert [(s.name, s.pending) for s in registry.status()] == [("a", False), ("a", True)]
+    assert maps(key) == 3  # 'b' is gone with its last request
+    first.release()
+    assert [(s.name, s.pending) for s in registry.status()] == [("a", False)] and maps(key) == 2
+    registry.close()
+    assert maps(key) == 1
+
+
+def test_close_unmaps_regions_in_use_too(shm_object) -> None:
+    key, _ = shm_object
+    registry = SystemSharedMemory()
+    registry.register("a", key, 0, 16)
+    lease = registry.lease()
+    lease.read(TensorRef("a", 0, 4), "input 'x'").release()
+    registry.unregister("a")
+    assert registry.close() == 0 and registry.status() == [] and maps(key) == 1
+    lease.release()  # the request ends after shutdown: nothing left to unmap
     assert maps(key) == 1
 
 
@@ -226,10 +273,3 @@ def test_bad_tensor_parameters_are_refused(parameters, fragment) -> None:
     with pytest.raises(InvalidArgument) as error:
         tensor_ref(parameters, "input 'x'")
     assert error.value.message.startswith("input 'x': ") and fragment in error.value.message
-
-
-def test_cuda_shared_memory_is_refused_naming_the_alternative() -> None:
-    message = cuda_unsupported("gpu_in", "onnxruntime").message
-    assert "failed to register CUDA shared memory region 'gpu_in'" in message
-    assert "not supported on this back end (onnxruntime" in message
-    assert "use system shared memory" in message

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 import tritonclient.utils.shared_memory as triton_shm
 
-from mmaas.server.protocol.shm import SystemSharedMemory, TensorRef
+from mmaas.server.protocol.memory import MemoryLease, SharedMemory
+from mmaas.server.protocol.shm import TensorRef
 from mmaas.server.protocol.tensors import check_outputs, decode_inputs, encode_outputs
 from mmaas.server.protocol.types import (
     InferInput,
@@ -25,14 +26,16 @@ from mmaas.server.status import InvalidArgument, NotFound
 
 
 @pytest.fixture
-def registry() -> Iterator[tuple[SystemSharedMemory, object]]:
-    """A registry with region ``r``: 64 bytes of a fresh shm object, holding 0..15 as FP32."""
+def registry() -> Iterator[tuple[MemoryLease, object]]:
+    """A request's lease on a registry with region ``r``: 64 bytes of a fresh shm object,
+    holding 0..15 as FP32."""
     key = f"/mmaas-test-{uuid.uuid4().hex[:12]}"
     handle = triton_shm.create_shared_memory_region("t", key, 64)
     triton_shm.set_shared_memory_region(handle, [np.arange(16, dtype=np.float32)])
-    shm = SystemSharedMemory()
-    shm.register("r", key, 0, 64)
-    yield shm, handle
+    shm = SharedMemory()
+    shm.register_system("r", key, 0, 64)
+    with shm.lease() as lease:
+        yield lease, handle
     shm.close()
     triton_shm.destroy_shared_memory_region(handle)
 

@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -118,88 +119,51 @@ class Engine(Protocol):
         ...
 
 
-class DeviceArray(Protocol):
-    """An array held where an engine computes (GPU memory, or host memory for a CPU engine),
-    allocated once by :meth:`BoundEngine.allocate`; what a bound run reads or writes in
-    place. ``shape`` and ``datatype`` (KServe v2 name) are fixed."""
+@dataclass(frozen=True)
+class Device:
+    """Where an engine instance runs: Triton's instance group ``kind`` (``CPU``, ``GPU``)
+    and, for ``GPU``, the indices of the GPUs it uses among those visible (``gpus``)."""
 
-    shape: tuple[int, ...]
-    datatype: str
-
-    def rows(self, start: int, stop: int) -> DeviceArray:
-        """The rows ``start:stop`` of axis 0 as an array of their own (same memory, no
-        copy), to bind in place; it cannot be written or read from the host."""
-        ...
-
-    def write(self, array: np.ndarray) -> None:
-        """Copy a host array of this shape and datatype in (host -> device)."""
-        ...
-
-    def read(self) -> np.ndarray:
-        """A host copy of the whole array (device -> host)."""
-        ...
+    kind: str
+    gpus: tuple[int, ...] = ()
 
 
-class Graph(Protocol):
-    """A run captured once (a CUDA graph; on a CPU engine the bound run itself), replayed on
-    the arrays it was captured with: refill the inputs with :meth:`DeviceArray.write`."""
+@dataclass(frozen=True)
+class Batch:
+    """What a :class:`BatchingEngine` returns for one batch: each request's outputs (in
+    request order) and the time spent copying inputs in, running, and copying outputs out
+    (ns: Triton's compute input / infer / output)."""
 
-    def replay(self) -> None:
-        """Run the captured work again (on the thread that captured it)."""
-        ...
+    outputs: list[dict[str, Any]]
+    input_ns: int = 0
+    infer_ns: int = 0
+    output_ns: int = 0
 
 
-class BoundEngine(Protocol):
-    """An engine's optional capability (``Engine.bind()``): runs whose inputs and outputs stay
-    where the engine computes, bound by address (I/O binding), so state such as a KV cache
-    is allocated once and updated in place, never copied through the host per run.
+@runtime_checkable
+class BatchingEngine(Protocol):
+    """An engine that stacks a batch of requests itself, where its memory is (e.g. straight
+    into device buffers), and may take inputs already in device memory.
 
     Attributes:
-        device: ``"cpu"`` or ``"gpu"``.
-        graphs: whether :meth:`capture` records device work (CUDA graphs); False: it binds.
+        executor: the thread its calls must run on (the batcher submits there directly).
+        device_inputs: whether it takes :class:`~mmaas.core.cuda.DeviceArray` inputs in
+            place (its outputs for such a request stay in device memory too).
+        runs_on: where it runs (Triton's instance group).
     """
 
-    device: str
-    graphs: bool
+    executor: Executor
+    device_inputs: bool
+    runs_on: Device
 
-    def allocate(self, shape: Sequence[int], datatype: str) -> DeviceArray:
-        """A new array on the engine's device (uninitialised)."""
+    def infer(self, inputs: Mapping[str, Any], outputs: Sequence[str]) -> dict[str, Any]:
+        """One request, as :meth:`Engine.infer`."""
         ...
 
-    def free_memory(self) -> int:
-        """Bytes free on the engine's device now (host memory available for a CPU one)."""
+    def infer_batch(self, parts: Sequence[Mapping[str, Any]], outputs: Sequence[str]) -> Batch:
+        """Run ``parts`` (requests whose inputs match in every dim but axis 0) as one batch;
+        each part's named ``outputs``."""
         ...
-
-    def run(
-        self,
-        inputs: Mapping[str, np.ndarray | DeviceArray],
-        outputs: Mapping[str, DeviceArray | None],
-    ) -> dict[str, DeviceArray]:
-        """Run once. Host arrays are copied in for this run; device arrays are bound in
-        place. An output given an array is written there; one given None is allocated for
-        this run and returned (read it with :meth:`DeviceArray.read`).
-
-        Raises:
-            Exception: the back end's own error (bad shapes, a kernel failure).
-        """
-        ...
-
-    def capture(
-        self, inputs: Mapping[str, DeviceArray], outputs: Mapping[str, DeviceArray]
-    ) -> Graph:
-        """Capture the run over these arrays (it runs once as it is captured); the graph
-        belongs to the calling thread.
-
-        Raises:
-            Exception: the back end refuses the capture (its own error).
-        """
-        ...
-
-
-def bound_engine(engine: Engine) -> BoundEngine | None:
-    """``engine.bind()`` when the back end's engine offers in-place runs, else None."""
-    bind = getattr(engine, "bind", None)
-    return None if bind is None else bind()
 
 
 class Runtime(Protocol):

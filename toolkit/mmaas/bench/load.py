@@ -4,18 +4,24 @@ Triton, MLServer), in the manner of Triton's perf_analyzer (not available here).
 For each concurrency level, ``concurrency`` clients (``tritonclient.grpc.aio``, one
 channel) each send a request, wait for its answer and send the next, for ``duration_s``
 seconds (or ``max_requests`` requests) after ``warmup_requests`` unmeasured ones.
-Inputs are deterministic random data (:func:`mmaas.core.samples.sample_inputs`) at the given
-shapes, with the datatypes the server's ModelMetadata declares. Latencies are
-client-side, in ms; throughput is answered requests per second.
+Inputs, with the datatypes and shapes the server's ModelMetadata declares (``shapes`` for
+dynamic dims): the requests of an ``input_data`` file in perf_analyzer's format
+(:mod:`mmaas.bench.input_data`, cycled), else one request of deterministic sample data
+(:func:`mmaas.core.samples.sample_inputs`) made of each input's ``sample_values`` when the
+server publishes them (an mmaas server's ModelConfig ``parameters``: an input whose values
+the model branches on, such as silero-vad's sample rate, gets values it takes), else
+random. Latencies are client-side, in ms; throughput is answered requests per second.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,8 +29,10 @@ import tritonclient.grpc.aio as triton_aio
 from tritonclient.grpc import InferInput
 from tritonclient.utils import InferenceServerException
 
+from mmaas.bench.input_data import read_input_data
 from mmaas.core.errors import MmaasError, UsageError
 from mmaas.core.manifest import ModelInfo, TensorInfo
+from mmaas.core.sample_values import CONFIG_PARAMETER, SampleValues
 from mmaas.core.samples import sample_inputs
 
 PERCENTILES = (50, 90, 99)
@@ -34,7 +42,8 @@ PERCENTILES = (50, 90, 99)
 class BenchRequest:
     """What to measure. ``url`` is ``host:port``; ``shapes`` gives each input with a
     dynamic dim its full shape (static inputs default to their declared shape);
-    ``duration_s`` and ``max_requests`` bound each level (whichever ends first)."""
+    ``duration_s`` and ``max_requests`` bound each level (whichever ends first);
+    ``input_data``: a perf_analyzer ``--input-data`` JSON file (None: sample data)."""
 
     url: str
     model: str
@@ -44,6 +53,7 @@ class BenchRequest:
     max_requests: int | None = None
     warmup_requests: int = 5
     model_version: str = ""
+    input_data: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -78,10 +88,11 @@ async def measure(request: BenchRequest) -> list[LevelResult]:
     """:func:`run` as a coroutine."""
     client = triton_aio.InferenceServerClient(request.url)
     try:
-        inputs = await _inputs(client, request)
-        for _ in range(request.warmup_requests):
+        steps = await _requests(client, request)
+        for index in range(request.warmup_requests):
+            inputs = steps[index % len(steps)]
             await client.infer(request.model, inputs, model_version=request.model_version)
-        return [await _level(client, request, inputs, level) for level in request.concurrency]
+        return [await _level(client, request, steps, level) for level in request.concurrency]
     except InferenceServerException as exc:
         raise MmaasError(
             f"{request.url}: model {request.model!r}: {exc.message()} ({exc.status()})"
@@ -122,9 +133,11 @@ def parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
     return name, shape
 
 
-async def _inputs(client: Any, request: BenchRequest) -> list[InferInput]:
+async def _requests(client: Any, request: BenchRequest) -> list[list[InferInput]]:
+    """Every distinct request's inputs (one, or each entry of the input data file)."""
     try:
         metadata = await client.get_model_metadata(request.model, request.model_version)
+        config = await client.get_model_config(request.model, request.model_version)
     except InferenceServerException as exc:
         raise MmaasError(
             f"cannot get model {request.model!r} from {request.url}: "
@@ -135,29 +148,37 @@ async def _inputs(client: Any, request: BenchRequest) -> list[InferInput]:
         raise UsageError(
             f"--shape names no input of {request.model!r}: {', '.join(sorted(unknown))}"
         )
-    tensors = tuple(
-        _tensor(t.name, t.datatype, tuple(t.shape), request.shapes) for t in metadata.inputs
-    )
-    info = ModelInfo(
-        name=request.model,
-        version="",
-        backend="",
-        precision="",
-        max_batch_size=0,
-        inputs=tensors,
-        outputs=(),
-    )
-    arrays = sample_inputs(info, "opt")
-    inputs = []
-    for tensor in tensors:
-        infer_input = InferInput(tensor.name, list(tensor.opt or ()), tensor.datatype)
-        infer_input.set_data_from_numpy(arrays[tensor.name])
-        inputs.append(infer_input)
-    return inputs
+    published = config.config.parameters.get(CONFIG_PARAMETER)
+    samples = json.loads(published.string_value) if published is not None else {}
+    if request.input_data is not None:
+        declared = [
+            TensorInfo(t.name, t.datatype, tuple(request.shapes.get(t.name, t.shape)))
+            for t in metadata.inputs
+        ]
+        steps = read_input_data(request.input_data, declared)
+    else:
+        tensors = tuple(
+            _tensor(t.name, t.datatype, tuple(t.shape), request.shapes, samples.get(t.name))
+            for t in metadata.inputs
+        )
+        info = ModelInfo(request.model, "", "", "", 0, tensors, ())
+        steps = [sample_inputs(info, "opt")]
+    return [[_infer_input(name, array, metadata) for name, array in s.items()] for s in steps]
+
+
+def _infer_input(name: str, array: np.ndarray, metadata: Any) -> InferInput:
+    datatype = next(t.datatype for t in metadata.inputs if t.name == name)
+    tensor = InferInput(name, list(array.shape), datatype)
+    tensor.set_data_from_numpy(array)
+    return tensor
 
 
 def _tensor(
-    name: str, datatype: str, declared: tuple[int, ...], shapes: Mapping[str, tuple[int, ...]]
+    name: str,
+    datatype: str,
+    declared: tuple[int, ...],
+    shapes: Mapping[str, tuple[int, ...]],
+    samples: dict[str, Any] | None,
 ) -> TensorInfo:
     shape = shapes.get(name, declared)
     if any(dim < 0 for dim in shape):
@@ -165,13 +186,18 @@ def _tensor(
             f"input {name!r} has dynamic dims {list(declared)}: give its shape, "
             f"e.g. --shape {name}:{'x'.join(str(max(d, 1)) for d in declared)}"
         )
-    return TensorInfo(name=name, datatype=datatype, shape=shape, opt=shape)
+    values = SampleValues.from_json(samples)
+    return TensorInfo(name=name, datatype=datatype, shape=shape, opt=shape, sample_values=values)
 
 
 async def _level(
-    client: Any, request: BenchRequest, inputs: list[InferInput], concurrency: int
+    client: Any, request: BenchRequest, steps: list[list[InferInput]], concurrency: int
 ) -> LevelResult:
+    sent = [0]
+
     async def call(index: int) -> None:
+        inputs = steps[sent[0] % len(steps)]
+        sent[0] += 1
         try:
             await client.infer(request.model, inputs, model_version=request.model_version)
         except InferenceServerException as exc:

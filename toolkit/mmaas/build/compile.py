@@ -57,6 +57,8 @@ def compile_engine(
                 "name a local image there"
             )
         raise
+    finally:
+        remove_image(tag)  # also when interrupted: no compile image stays tagged
     verify_engine_dir(engine_dir)
     return engine_dir
 

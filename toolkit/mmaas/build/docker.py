@@ -14,13 +14,13 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, TypeVar
 
 from mmaas.core import proc
 from mmaas.core.errors import DockerError, ProcessError
@@ -29,6 +29,7 @@ START_HINT = (
     "start the engine (as root: `dockerd &`, or run scripts/setup.sh), or point "
     "MMAAS_DOCKER at a client that reaches one"
 )
+T = TypeVar("T")
 _INSPECTED: ContextVar[dict[str, dict[str, Any]] | None] = ContextVar("inspected", default=None)
 HOST_HINT = (
     "DOCKER_HOST={host} is set, so the client asks that engine, not the local socket: "
@@ -196,13 +197,15 @@ def build_args(
     return args
 
 
-def add_labels(tag: str, labels: Mapping[str, str], files: Mapping[str, str] | None = None) -> str:
-    """Re-tag ``tag`` as itself plus ``labels`` (a metadata-only build) and ``files``
-    (absolute path in the image -> text, one small layer, owned by root, mode 0644);
-    return the new image id. Takes a tag, not an id: BuildKit resolves ``FROM sha256:...``
-    on Docker Hub, but a local tag from the local image store."""
+def add_labels(
+    base: str, tag: str, labels: Mapping[str, str], files: Mapping[str, str] | None = None
+) -> str:
+    """Build ``tag`` as the image ``base`` plus ``labels`` (a metadata-only build) and
+    ``files`` (absolute path in the image -> text, one small layer, owned by root, mode
+    0644); return the new image id. Takes a tag, not an id: BuildKit resolves ``FROM
+    sha256:...`` on Docker Hub, but a local tag from the local image store."""
     with tempfile.TemporaryDirectory(prefix="mmaas-label-") as scratch:
-        lines = [f"FROM {tag}"]
+        lines = [f"FROM {base}"]
         for index, (path, text) in enumerate(sorted((files or {}).items())):
             (Path(scratch) / f"file-{index}").write_text(text)
             lines.append(f"COPY file-{index} {path}")
@@ -269,12 +272,31 @@ def copy_from_image(image: str, source: str, dest: Path) -> Path:
     Raises:
         DockerError: no such local image, or ``source`` is not in it (not an mmaas image).
     """
+    with created(image) as container:
+        if run(["cp", f"{container}:{source}", str(dest)]).returncode != 0:
+            raise DockerError(f"{image} has no {source}: not an image built by mmaas")
+    return dest
+
+
+@contextmanager
+def created(image: str) -> Iterator[str]:
+    """The id of a container created (never started) from the LOCAL ``image`` (else
+    DockerError), removed after the block."""
     inspect_image(image)
     container = run(["create", image], check=True).stdout.strip()
     try:
-        copied = run(["cp", f"{container}:{source}", str(dest)])
-        if copied.returncode != 0:
-            raise DockerError(f"{image} has no {source}: not an image built by mmaas")
+        yield container
     finally:
         run(["rm", "--force", container])
-    return dest
+
+
+def stream_path(container: str, path: str, consume: Callable[[IO[bytes]], T]) -> T | None:
+    """Hand ``path`` of ``container``, as the tar stream ``docker cp`` writes (a directory
+    whole, a link as a link), to ``consume``; its result, None when there is no ``path``
+    (DockerError when docker cp fails otherwise)."""
+    argv = client().argv("cp", f"{container}:{path}", "-")
+    result, code, errors = proc.read_output(argv, consume)
+    missing = any(words in errors for words in ("Could not find the file", "No such container:"))
+    if code != 0 and not missing:
+        raise DockerError(f"docker cp {path} out of {container[:12]} failed: {errors.strip()}")
+    return result if code == 0 else None

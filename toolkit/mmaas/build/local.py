@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 from mmaas.build.plan import compile_request
-from mmaas.build.requests import checks, engine_digest, engine_request, model_request
+from mmaas.build.requests import engine_checks, engine_digest, engine_request, model_request
 from mmaas.build.spec_checks import host_checks
 from mmaas.core.errors import IntegrityError
 from mmaas.core.files import link_or_copy
@@ -63,7 +63,7 @@ def _engine(loaded: LoadedSpec, engine: EngineSource, out_dir: Path, rebuild: bo
         compile_request(spec, source, out_dir),
         digest,
         out_dir,
-        checks=checks(spec.checks),
+        checks=engine_checks(spec, source),
         samples=[loaded.model_dir / s for s in spec.checks.sample_files()],
     )
     return out_dir

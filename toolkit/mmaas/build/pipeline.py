@@ -27,6 +27,7 @@ the engine runs no Docker build at all (:mod:`mmaas.build.current`). The phases 
 
 from __future__ import annotations
 
+import secrets
 import tempfile
 import time
 from collections.abc import Callable, Mapping
@@ -36,6 +37,7 @@ from pathlib import Path
 from mmaas.backends import get_target
 from mmaas.build import docker as docker_engine
 from mmaas.build.cache.key import builder_image, key_for
+from mmaas.build.cache.registry import remove_image
 from mmaas.build.cache.reuse import CacheOptions, Say, keep_engine, note, reuse_engine
 from mmaas.build.compile import compile_engine, docker_build
 from mmaas.build.context import (
@@ -58,7 +60,7 @@ from mmaas.build.signing import SigningKey, signature_labels
 from mmaas.build.spec_checks import host_checks
 from mmaas.build.verify import check_labels, engine_labels
 from mmaas.core.model_dir import verify_model_dir
-from mmaas.core.model_manifest import ModelManifest
+from mmaas.core.model_manifest import ModelManifest, stage_warnings
 from mmaas.core.signing import SIGNATURE_NAME, Signature
 from mmaas.spec.load import EngineSource, LoadedSpec, load_spec
 from mmaas.spec.onnx_graph import external_data_files
@@ -189,17 +191,27 @@ def build_image(
             builds[engine.name] = EngineBuild(key, reuse.status)
         plan = package_plan(loaded, keys, engine_dirs, bundle, buildkit, bool(signing), provenance)
         phase("package", plan.image)
-        built = docker_build(plan, work / "package", plan.image)
-        phase("verify", plan.image)
-        manifest = verify_model_dir(docker_engine.copy_from_image(built, MODEL_DIR, work / "model"))
-        labels = engine_labels(manifest, plan.digest, revision)
-        for entry in manifest.engines:
-            labels.update(target.labels(entry.manifest))
-        signature, files = _signed(manifest, signing, say)
-        if signature is not None:
-            labels |= signature_labels(signature, MODEL_DIR)
-        labels = labelled(labels, digest)
-        image_id = docker_engine.add_labels(plan.image, labels, files)
+        # the package build gets a tag of its own, removed whatever happens: the image's
+        # tag only ever names a labelled, verified image (an interrupted build leaves the
+        # previous one, or none)
+        package = f"{loaded.spec.image_repository}:package-{secrets.token_hex(6)}"
+        try:
+            docker_build(plan, work / "package", package)
+            phase("verify", plan.image)
+            copied = docker_engine.copy_from_image(package, MODEL_DIR, work / "model")
+            manifest = verify_model_dir(copied)
+            for line in stage_warnings(manifest):
+                say(f"warning: {line}")
+            labels = engine_labels(manifest, plan.digest, revision)
+            for entry in manifest.engines:
+                labels.update(target.labels(entry.manifest))
+            signature, files = _signed(manifest, signing, say)
+            if signature is not None:
+                labels |= signature_labels(signature, MODEL_DIR)
+            labels = labelled(labels, digest)
+            image_id = docker_engine.add_labels(package, plan.image, labels, files)
+        finally:
+            remove_image(package)
         check_labels(plan.image, manifest)
         done = CurrentImage(plan.image, image_id, labels, plan.digest, manifest)
         if digest and cache.enabled:

@@ -31,6 +31,7 @@ from mmaas.build.runtime_env import runtime_env, served_ports
 from mmaas.build.wheel import SBOM_TOOL, pipeline_requirements, requirements
 from mmaas.core import runtime_settings
 from mmaas.core.hashing import bytes_digest
+from mmaas.core.image_seal import ENTRYPOINT
 from mmaas.core.model_request import ModelRequest
 from mmaas.core.sbom import SBOM_LABEL, SBOM_PATH
 from mmaas.core.templates import CONSTRAINTS, constraints_text, template_file
@@ -187,6 +188,7 @@ def _plan(
         "phase": phase,
         "model_dir": MODEL_DIR,
         "sbom_path": SBOM_PATH,
+        "entrypoint": json.dumps(list(ENTRYPOINT)),
         "engine_dir": ENGINE_DIR,
         "builder_wheel": f"/opt/mmaas/{BUILDER_WHEEL}/{wheel}[{','.join(recipe.builder_extras)}]",
         "runtime_wheel": f"/opt/mmaas/{RUNTIME_WHEEL}/{wheel}[{','.join(runtime_extras)}]",

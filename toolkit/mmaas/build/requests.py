@@ -39,6 +39,21 @@ def checks(spec: ChecksSpec) -> Checks:
     return Checks.from_json(spec.model_dump(mode="json"))
 
 
+def engine_checks(spec: ModelSpec, source: Path) -> Checks:
+    """The stage's checks of a completed single-engine ``spec`` whose ONNX file is
+    ``source``: its gates, and the outputs whose shape model.yaml states where the graph
+    declares another (:attr:`mmaas.core.request.Checks.stated_outputs`)."""
+    from mmaas.spec.onnx_graph import read_signature  # onnx: not in CI's change detection
+
+    declared = {tensor.name: tensor.shape for tensor in read_signature(source).outputs}
+    stated = tuple(
+        output.name
+        for output in spec.outputs
+        if output.shape is not None and declared.get(output.name) != tuple(output.shape)
+    )
+    return replace(checks(spec.checks), stated_outputs=stated)
+
+
 def engine_request(spec: ModelSpec, source: Path, engine_key: str | None) -> BuildRequest:
     """The compile's request for a completed ``spec`` whose ONNX file is ``source`` (staged
     as ``model/<name>``); its ``spec_digest`` is the digest of its own engine part."""
@@ -63,7 +78,7 @@ def _request(
         model=model_info(spec),
         source=f"model/{source.name}",
         settings=asdict(get_target(spec.backend).engine_settings(spec)),
-        checks=checks(spec.checks),
+        checks=engine_checks(spec, source),
         samples=tuple(f"model/{s}" for s in spec.checks.sample_files()),
         spec_digest=spec_digest,
         engine_key=engine_key,

@@ -10,18 +10,24 @@ pins; ``io.mmaas.manifest.digest``; for a single engine with data files
 ``io.mmaas.engine-data.blake3``; for engines in folders of their own, per engine
 ``io.mmaas.engine.<engine>.blake3`` / ``.sha256`` / ``.data.blake3``; per asset
 ``io.mmaas.asset.<asset>.blake3``. A signed image's signature file and labels must agree,
-and with trusted keys the signature must hold (:mod:`mmaas.core.signing`)."""
+and with trusted keys the signature must hold (:mod:`mmaas.core.signing`). The image's
+files are compared with the file listing its manifest records (:mod:`mmaas.core.image_seal`),
+read from the image's bytes (:mod:`mmaas.build.image_files`), and so is how it starts:
+labels are checked against those bytes, never trusted in their place."""
 
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from mmaas.build import docker as docker_engine
+from mmaas.build.image_files import observe_image
 from mmaas.build.plan import MODEL_DIR
 from mmaas.build.signing import check_signature_labels
 from mmaas.core.errors import IntegrityError, MmaasError
+from mmaas.core.file_listing import Listing, check
+from mmaas.core.image_seal import check_launch, read_listing
 from mmaas.core.model_dir import verify_model_dir
 from mmaas.core.model_manifest import ModelManifest, engine_set_digest
 from mmaas.core.signing import PublicKey, Signature, read_signature, verify_trusted
@@ -61,35 +67,49 @@ def engine_labels(
 
 @dataclass(frozen=True)
 class VerifiedModel:
-    """A verified image or model directory: its manifest, its signature (None: unsigned)
-    and the trusted key that signed it (None when no keys were given)."""
+    """A verified image or model directory: its manifest, its signature (None: unsigned),
+    the trusted key that signed it (None when no keys were given) and, for an image, the
+    file listing its files were checked against (None: an unsealed image)."""
 
     manifest: ModelManifest
     signature: Signature | None = None
     signer: PublicKey | None = None
+    listing: Listing | None = None
 
 
 def verify_image(image: str, trusted_keys: str | None = None) -> VerifiedModel:
     """Copy the model directory out of ``image``, verify it on this host, compare the
-    image's labels with the manifest and its signature file; with ``trusted_keys`` (PEM
-    files, comma-separated, as ``MMAAS_TRUSTED_KEYS`` takes them) the signature must be
-    made by one of them.
+    image's labels with the manifest and its signature file, then every file its listing
+    holds with the image's bytes and its entrypoint and environment with the server's; with
+    ``trusted_keys`` (PEM files, comma-separated, as ``MMAAS_TRUSTED_KEYS`` takes them) the
+    signature must be made by one of them, and the image must have a listing.
 
     Raises:
-        IntegrityError: engine, manifest, labels and signature disagree, or (with keys) the
-            image is unsigned or signed by another key. DockerError: no such image.
+        IntegrityError: engine, manifest, labels, signature and files disagree, the image
+            starts otherwise, or (with keys) it is unsigned, signed by another key or
+            unsealed. DockerError: no such image.
         UsageError: a key file holds no Ed25519 public key.
     """
     with tempfile.TemporaryDirectory(prefix="mmaas-verify-") as scratch:
         model_dir = docker_engine.copy_from_image(image, MODEL_DIR, Path(scratch) / "model")
         try:
             checked = verify_model(model_dir, trusted_keys, image)
+            listing = read_listing(model_dir, checked.manifest)
         except MmaasError as exc:  # name the file in the image, not the scratch copy
             exc.message = exc.message.replace(str(model_dir), f"{image}:{MODEL_DIR}")
             raise
     check_labels(image, checked.manifest)
     check_signature_labels(image, docker_engine.image_labels(image), checked.signature)
-    return checked
+    if listing is not None:
+        check(listing, observe_image(image, listing), image)
+        check_launch(image, docker_engine.inspect_image(image).get("Config") or {}, listing)
+    elif trusted_keys:
+        raise IntegrityError(
+            f"{image}: its manifest has no image file listing, so the signature covers the "
+            "engines but not the code that runs them; refusing it",
+            hint="rebuild the image with this mmaas (`mmaas build --sign KEY`)",
+        )
+    return replace(checked, listing=listing)
 
 
 def verify_model(directory: Path, trusted_keys: str | None, where: str) -> VerifiedModel:

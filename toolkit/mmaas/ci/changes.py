@@ -8,7 +8,9 @@ change they bring in (C21). Where the push event's ``before`` commit cannot be u
 new branch, force push, shallow clone, C22 events without ``before``) the merge-base
 stands in, and when there is none every model is built, with a warning saying why.
 Deleted models are listed, never built (C20); a renamed folder is built under its new
-name and its old name is listed as deleted.
+name and its old name is listed as deleted. A new model whose local ONNX source is not
+in the commit (git-ignored) is warned about: CI could never build it
+(:mod:`mmaas.ci.sources`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import yaml
 
 from mmaas.ci.git import Git
 from mmaas.ci.runners import RunnerLabel, load_runners, runner_for
+from mmaas.ci.sources import missing_sources
 from mmaas.core.errors import SpecError, SpecProblem, UsageError
 from mmaas.spec.model import NAME_PATTERN, ModelSpec
 
@@ -124,7 +127,10 @@ def changed_models(
         for parts in (p.split("/") for p in paths)
         if len(parts) > 2 and parts[0] == MODELS_DIR
     }
-    deleted = sorted(touched.intersection(_models_at(git, since)).difference(current))
+    before = _models_at(git, since)
+    deleted = sorted(touched.intersection(before).difference(current))
+    added = {name: current[name] for name in current if name not in before}
+    warnings = (*warnings, *missing_sources(git, head_commit, added))
     shared = next((p for p in paths if p.startswith(SHARED_INPUTS)), None)
     if shared is not None:
         reason = f"{reason}; {shared} is a shared build input, so every model is built"

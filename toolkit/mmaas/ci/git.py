@@ -73,6 +73,15 @@ class Git:
         done = self._run("show", f"{commit}:{path}", check=False)
         return done.stdout if done.returncode == 0 else None
 
+    def ignored_by(self, path: str) -> str | None:
+        """The ignore rule that keeps ``path`` out of git (``.gitignore:12:models/*/*.onnx``),
+        or None when none does."""
+        done = self._run("check-ignore", "--verbose", "--no-index", "--", path, check=False)
+        if done.returncode != 0 or not done.stdout.strip():
+            return None
+        source, line, pattern = done.stdout.split("\t")[0].split(":", 2)
+        return f"{source}:{line}: {pattern}"
+
     def _run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         try:
             return proc.run(["git", "-C", str(self.repo), *args], check=check, what="git")

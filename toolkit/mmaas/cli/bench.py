@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
+from pathlib import Path
 
 import click
 
@@ -22,6 +23,12 @@ from mmaas.core.errors import UsageError
     multiple=True,
     metavar="INPUT:DIMS",
     help="Full shape of an input with dynamic dims, e.g. x:1x3x640x640 (repeat).",
+)
+@click.option(
+    "--input-data",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Request data in perf_analyzer's --input-data JSON format (default: the model's "
+    "sample_values, else random data).",
 )
 @click.option(
     "--concurrency",
@@ -55,6 +62,7 @@ def command(
     model: str,
     model_version: str,
     shapes: tuple[str, ...],
+    input_data: Path | None,
     concurrency: str,
     duration: float,
     max_requests: int | None,
@@ -63,7 +71,8 @@ def command(
 ) -> None:
     """Load-test TARGET (host:port of a KServe v2 gRPC server: mmaas, Triton, MLServer).
 
-    Sends deterministic random inputs of the given shapes from closed-loop clients and
+    Sends the requests of --input-data (perf_analyzer's format), else the model's sample
+    values (an mmaas server publishes them) or random data, from closed-loop clients and
     prints, per concurrency level, requests, errors, throughput (req/s) and the mean,
     p50, p90 and p99 latency in ms, as perf_analyzer does.
     """
@@ -84,6 +93,7 @@ def command(
         duration_s=duration,
         max_requests=max_requests,
         warmup_requests=warmup,
+        input_data=input_data,
     )
     results = run(request)
     if as_json:

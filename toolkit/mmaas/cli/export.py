@@ -112,9 +112,27 @@ def kserve(
     show_default=True,
     help="Triton's model version folder (an integer).",
 )
-def triton(model: Path, repository: Path, image: str | None, triton_version: int) -> None:
-    """Write MODEL's verified engine and config.pbtxt into a Triton model repository."""
+@click.option(
+    "--device",
+    type=click.Choice(["cpu", "gpu"]),
+    default=None,
+    help="Where Triton runs the model (its instance_group kind): cpu ships the image's "
+    "engine (ONNX Runtime's graph optimized for the CPU), gpu the source ONNX it was built "
+    "from (provider-neutral: Triton optimizes it for its GPU); TensorRT engines: gpu only. "
+    "Default: where the model's back end serves.",
+)
+def triton(
+    model: Path, repository: Path, image: str | None, triton_version: int, device: str | None
+) -> None:
+    """Write MODEL's verified graph and config.pbtxt into a Triton model repository."""
     from mmaas.export.triton import export_triton
 
-    done = export_triton(model, repository, image=image, version=triton_version, say=_say)
+    done = export_triton(
+        model,
+        repository,
+        image=image,
+        version=triton_version,
+        say=_say,
+        device="gpu" if device == "gpu" else "cpu" if device == "cpu" else None,
+    )
     click.echo(str(done.model_dir / "config.pbtxt"))

@@ -34,8 +34,11 @@ def command(target: str, keys: tuple[Path, ...], pull: bool, as_json: bool) -> N
     """Verify TARGET: a model directory (manifest.json + engine) or a local image.
 
     Checks the manifest's self-digest, the blake3, sha256 and size of every engine, engine
-    data file and asset, for an image that its io.mmaas.* identity and signature labels
-    match, and with --key that a trusted key signed the manifest. Exit 1 on any mismatch.
+    data file and asset; for an image that its io.mmaas.* identity and signature labels
+    match, that every file its signed listing holds (the server's code, its interpreter,
+    the SBOM, the model directory) is in the image unchanged and nothing was added, and
+    that it starts the server as built; with --key that a trusted key signed the manifest
+    (an image must then carry the listing). Exit 1 on any mismatch.
     """
     from mmaas.build.pull import pull_image
     from mmaas.build.registry_calls import credentials_from_env
@@ -59,7 +62,7 @@ def command(target: str, keys: tuple[Path, ...], pull: bool, as_json: bool) -> N
         )
     local = directory.is_dir() and not pull
     checked = verify_model(directory, trusted, target) if local else verify_image(target, trusted)
-    manifest = checked.manifest
+    manifest, listing = checked.manifest, checked.listing
     signer = checked.signer.key_id if checked.signer else None
     if as_json:
         engines = {
@@ -88,6 +91,7 @@ def command(target: str, keys: tuple[Path, ...], pull: bool, as_json: bool) -> N
                     "provenance": manifest.build.get("provenance"),
                     "signed_by": checked.signature.key_id if checked.signature else None,
                     "trusted_key": signer,
+                    "image_files": len(listing.files) if listing else None,
                 },
                 indent=2,
             )
@@ -95,5 +99,6 @@ def command(target: str, keys: tuple[Path, ...], pull: bool, as_json: bool) -> N
         return
     click.echo(
         f"ok: {target}: {manifest.name} {manifest.version}: {describe(manifest)} match its manifest"
+        + (f", and its {len(listing.files)} image files their listing" if listing else "")
         + (f"; signed by trusted key {signer}" if signer else "")
     )

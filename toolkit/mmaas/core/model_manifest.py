@@ -11,6 +11,8 @@ from one or more engine directories and the assets and writes this manifest over
     <engine files>         one engine: at the top, as in an engine directory ("." below)
     <engine>/<files>       several engines: one folder per engine name
     assets/<path>          the side files model.yaml's ``assets:`` lists
+    image-files.json       in an image: every file it runs or serves, by content
+                           (:mod:`mmaas.core.file_listing`), recorded in ``image_files``
 
 Each engine's file paths are relative to its ``directory``; asset paths to the model
 directory. A schema-2 file (an engine directory) reads as a one-engine model named by its
@@ -93,8 +95,10 @@ class PipelineRecord:
 @dataclass(frozen=True)
 class ModelManifest:
     """The whole model manifest. ``engines`` keep model.yaml's order; ``build`` holds the
-    stamp step's facts (mmaas version, time); ``manifest_digest`` is the sha256 of the
-    canonical JSON of every other field."""
+    stamp step's facts (mmaas version, time, provenance); ``image_files`` the record of the
+    image's file listing, set by the runtime stage's seal (None outside an image:
+    :mod:`mmaas.core.image_seal`); ``manifest_digest`` is the sha256 of the canonical JSON
+    of every other field."""
 
     name: str
     version: str
@@ -103,6 +107,7 @@ class ModelManifest:
     assets: tuple[Asset, ...] = ()
     pipeline: PipelineRecord | None = None
     build: dict[str, Any] = field(default_factory=dict)
+    image_files: FileRecord | None = None
     schema_version: int = SCHEMA_VERSION
     manifest_digest: str = ""
 
@@ -153,7 +158,7 @@ def read_model_manifest(directory: Path) -> ModelManifest:
 
 def verify_model(directory: Path, manifest: ModelManifest) -> None:
     """Re-hash every engine file, engine data file and asset the manifest records (blake3,
-    sha256 and size of each).
+    sha256 and size of each), and the image's file listing when it has one.
 
     Raises:
         IntegrityError: a file is missing or differs, naming it and both digests.
@@ -162,6 +167,20 @@ def verify_model(directory: Path, manifest: ModelManifest) -> None:
         verify_engine(directory / entry.directory, entry.manifest)
     for asset in manifest.assets:
         verify_file(directory, asset.file, f"asset {asset.name!r}")
+    if manifest.image_files is not None:
+        verify_file(directory, manifest.image_files, "image file listing")
+
+
+def stage_warnings(manifest: ModelManifest) -> list[str]:
+    """The warnings the builder stage recorded in each engine's report (``warnings``: e.g.
+    an output whose real shape is not the declared one), each prefixed with its engine's
+    name when the model has several."""
+    several = len(manifest.engines) > 1
+    return [
+        f"engine {entry.name}: {text}" if several else text
+        for entry in manifest.engines
+        for text in entry.manifest.report.get("warnings", [])
+    ]
 
 
 def engine_set_digest(manifest: ModelManifest, algo: str = "blake3") -> str:
@@ -194,6 +213,7 @@ def _from_dict(raw: dict[str, Any]) -> ModelManifest:
         assets=tuple(Asset(a["name"], FileRecord(**a["file"])) for a in raw["assets"]),
         pipeline=None if pipeline is None else PipelineRecord.from_dict(pipeline),
         build=raw["build"],
+        image_files=FileRecord(**raw["image_files"]) if raw.get("image_files") else None,
         schema_version=raw["schema_version"],
         manifest_digest=raw["manifest_digest"],
     )

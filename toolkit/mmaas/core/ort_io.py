@@ -30,17 +30,20 @@ import os
 import re
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
 from mmaas.core.datatypes import bfloat16, is_bfloat16
+from mmaas.core.errors import InputError
 
 ONNX_BFLOAT16 = 16  # onnx.TensorProto.BFLOAT16
 ORT_FATAL = 4  # ONNX Runtime's log severities: 0 verbose, 1 info, 2 warning, 3 error, 4 fatal
 ORT_BFLOAT16 = "tensor(bfloat16)"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
+STATUS_PREFIX = re.compile(r"^\[ONNXRuntimeError\] : \d+ : [A-Z_]+ : ")
 log = logging.getLogger("mmaas.onnxruntime")
 
 
@@ -73,6 +76,26 @@ def session_options(ort: Any) -> Any:
     options = ort.SessionOptions()
     options.log_severity_level = ORT_FATAL
     return options
+
+
+@contextmanager
+def refused_values() -> Iterator[None]:
+    """Within the block, ONNX Runtime's INVALID_ARGUMENT (a run refused because of the
+    values fed: an input a branch cannot take, an index out of range) is raised as
+    :class:`~mmaas.core.errors.InputError`, which the server answers as the client's
+    mistake (gRPC INVALID_ARGUMENT, HTTP 400), as Triton's ONNX Runtime back end maps it;
+    every other ONNX Runtime status (FAIL, RUNTIME_EXCEPTION...) stays an engine fault."""
+    try:
+        yield
+    except Exception as exc:
+        refused = import_onnxruntime().capi.onnxruntime_pybind11_state.InvalidArgument
+        if not isinstance(exc, refused):
+            raise
+        detail = STATUS_PREFIX.sub("", str(exc).strip())
+        raise InputError(
+            "the engine refused this request's values (ONNX Runtime INVALID_ARGUMENT: "
+            f"{detail}); check the inputs' values against what the model accepts"
+        ) from None
 
 
 def has_bfloat16(session: Any) -> bool:

@@ -10,7 +10,11 @@ Each kind is one package under :mod:`mmaas.pipelines` whose parts are named here
 * **runtime** (:class:`mmaas.server.pipeline.PipelineRuntime`, in the server): the
   executor that answers the pipeline model's requests from the loaded engines;
 * **convert** (optional, host side, ``mmaas convert KIND``): makes a model directory of
-  this kind from a checkpoint (its ``convert`` method; see the kind's converter).
+  this kind from a checkpoint (its ``convert`` method; see the kind's converter);
+* **engine_check** (optional, in the server): ``check_for(info) -> check | None``, the
+  request check of one of its engines recognised by its signature, run before that
+  engine's batcher wherever the engine is served: inside its pipeline's model, as
+  ``<name>-<engine>``, or as a model of its own (e.g. qwen2-vl's vision grid rule).
 
 So the runtime image carries the runtime parts only (``runtime_modules``: the server
 reaches them through this registry, so an image wheel holding the server packs them:
@@ -47,6 +51,7 @@ class PipelineParts:
     runtime_modules: tuple[str, ...]
     runtime_packages: tuple[str, ...] = ()
     convert: str | None = None
+    engine_check: str | None = None
 
 
 PIPELINES: dict[str, PipelineParts] = {
@@ -59,8 +64,10 @@ PIPELINES: dict[str, PipelineParts] = {
         "mmaas.pipelines.qwen2_vl.spec:Qwen2VLKind",
         "mmaas.pipelines.qwen2_vl.runtime.pipeline:Qwen2VLRuntime",
         runtime_modules=("mmaas.pipelines.qwen2_vl.runtime", "mmaas.pipelines.qwen2_vl.config"),
-        runtime_packages=("pillow", "tokenizers"),
+        # httpx and what it imports: the OpenAI front end's picture fetching
+        runtime_packages=("pillow", "tokenizers", "httpx", "httpcore", "h11", "certifi"),
         convert="mmaas.pipelines.qwen2_vl.convert.converter:Qwen2VLConverter",
+        engine_check="mmaas.pipelines.qwen2_vl.runtime.vision_check:check_for",
     ),
 }
 
@@ -83,3 +90,13 @@ def load_part(kind: str, part: str) -> Any:
         raise UsageError(f"pipeline kind {kind!r} has no {part} part; kinds with one: {having}")
     module, _, attribute = str(where).partition(":")
     return getattr(importlib.import_module(module), attribute)()
+
+
+def engine_checks() -> list[Any]:
+    """Every kind's ``engine_check`` function (``check_for(info) -> check | None``)."""
+    found = []
+    for parts in PIPELINES.values():
+        if parts.engine_check is not None:
+            module, _, attribute = parts.engine_check.partition(":")
+            found.append(getattr(importlib.import_module(module), attribute))
+    return found

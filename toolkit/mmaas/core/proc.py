@@ -9,15 +9,18 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
+from typing import IO, TypeVar
 
 from mmaas.core.errors import ProcessError
 
 TAIL_LINES = 40
+T = TypeVar("T")
 # Where :func:`stream` echoes output lines (None: stderr); set with :func:`output_to`.
 _OUTPUT: ContextVar[Callable[[str], None] | None] = ContextVar("mmaas_output", default=None)
 
@@ -142,6 +145,30 @@ def stream(
             output_tail="\n".join(tail),
         )
     return "".join(lines)
+
+
+def read_output(argv: Sequence[str], consume: Callable[[IO[bytes]], T]) -> tuple[T, int, str]:
+    """Run ``argv`` and hand its standard output, a binary stream read as it is written
+    (a tar archive of ``docker cp SRC -``), to ``consume``; return what ``consume``
+    returned, the exit code and the standard error text. The program's output after
+    ``consume`` returns is drained.
+
+    Raises:
+        ProcessError: the program is missing.
+    """
+    with tempfile.TemporaryFile() as errors:
+        try:
+            child = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=errors)
+        except FileNotFoundError as exc:
+            raise ProcessError(f"{argv[0]}: program not found", argv=argv, returncode=127) from exc
+        assert child.stdout is not None
+        with child.stdout:
+            result = consume(child.stdout)
+            while child.stdout.read(1 << 20):
+                pass
+        code = child.wait()
+        errors.seek(0)
+        return result, code, errors.read().decode(errors="replace")
 
 
 def _merged(env: Mapping[str, str] | None) -> dict[str, str] | None:

@@ -67,11 +67,16 @@ class GenerationCheck:
 
 @dataclass(frozen=True)
 class Checks:
-    """The build-time gates the stage runs (``checks:`` in model.yaml)."""
+    """The build-time gates the stage runs (``checks:`` in model.yaml), and
+    ``stated_outputs``: the outputs whose shape model.yaml states where the ONNX graph
+    declares another (the real shape of an output the graph mis-declares): the profile
+    check fails when a run's output does not fit such a shape, and only warns for the
+    others (:mod:`mmaas.stage.outputs`)."""
 
     accuracy: AccuracyCheck | None = None
     latency: LatencyCheck | None = None
     generation: GenerationCheck | None = None
+    stated_outputs: tuple[str, ...] = ()
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> Checks:
@@ -100,6 +105,7 @@ class Checks:
                 shapes={name: tuple(dims) for name, dims in latency["shapes"].items()},
                 batch=latency["batch"],
             ),
+            stated_outputs=tuple(raw.get("stated_outputs", ())),
         )
 
 

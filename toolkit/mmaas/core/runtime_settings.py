@@ -33,6 +33,7 @@ from mmaas.core.setting_kinds import (
     EnginePin,
     FilePath,
     Kind,
+    Networks,
     Optional,
     SettingValueError,
     Text,
@@ -234,6 +235,39 @@ TRT_CACHE_DIR = Setting(
     "MMAAS_TRT_CACHE_DIR", FilePath(), Path("/tmp/mmaas-trt-cache"),
     "where ONNX Runtime's TensorRT provider keeps its engine and timing caches",
 )  # fmt: skip
+MAX_DECODE_BYTES = Setting(
+    "MMAAS_MAX_DECODE_BYTES", Integer(1, unit="bytes"), 1 << 30,
+    "bytes of decoded pictures in flight (width x height x 8 per picture) in a vision "
+    "pipeline; requests beyond it wait, one over it alone is refused",
+)  # fmt: skip
+OPENAI_API_KEY = Setting(
+    "MMAAS_OPENAI_API_KEY", Optional(Text()), None,
+    "the key the OpenAI-compatible routes (/v1/...) ask in Authorization: Bearer; unset = "
+    "no key asked (prefer MMAAS_OPENAI_API_KEY_FILE)",
+)  # fmt: skip
+OPENAI_API_KEY_FILE = Setting(
+    "MMAAS_OPENAI_API_KEY_FILE", Optional(FilePath(must_exist=True)), None,
+    "a file holding that key (a mounted secret), instead of MMAAS_OPENAI_API_KEY",
+)  # fmt: skip
+FETCH_PICTURES = Setting(
+    "MMAAS_FETCH_PICTURES", Boolean(), True,
+    "fetch the http(s) picture URLs of OpenAI chat requests; false = data: URLs only",
+)  # fmt: skip
+FETCH_TIMEOUT_S = Setting(
+    "MMAAS_FETCH_TIMEOUT_S", Seconds(0, exclusive=True), 10.0,
+    "one picture's whole fetch (connect, every redirect, the body) within this",
+)  # fmt: skip
+FETCH_MAX_BYTES = Setting(
+    "MMAAS_FETCH_MAX_BYTES", Integer(1, unit="bytes"), 20 << 20,
+    "largest fetched picture (the body, read no further); 20 MiB as OpenAI's image limit",
+)  # fmt: skip
+FETCH_MAX_REDIRECTS = Setting(
+    "MMAAS_FETCH_MAX_REDIRECTS", Integer(0, 20), 3, "redirects one picture fetch follows",
+)  # fmt: skip
+FETCH_ALLOW = Setting(
+    "MMAAS_FETCH_ALLOW", Networks(), (),
+    "networks fetched from although loopback, private or link-local (refused otherwise)",
+)  # fmt: skip
 
 SETTINGS: tuple[Setting[Any], ...] = (
     MODEL_DIR, HOST, HTTP_PORT, GRPC_PORT, METRICS_PORT, INSTANCE_COUNT, MAX_MESSAGE_SIZE,
@@ -241,7 +275,9 @@ SETTINGS: tuple[Setting[Any], ...] = (
     MIN_PING_INTERVAL_MS, MAX_PING_STRIKES, DYNAMIC_BATCHING, PREFERRED_BATCH_SIZES,
     MAX_QUEUE_DELAY_US, MAX_QUEUE_SIZE, HTTP_READ_TIMEOUT_S, MAX_CONCURRENT_STREAMS, THREADS,
     WARMUP_RUNS, MODEL_VERSION, EXPECTED_ENGINE, TRUSTED_KEYS, LOG_FORMAT, LOG_LEVEL, TLS_CERT,
-    TLS_KEY, TLS_CLIENT_CA, CUDA_GRAPHS, TRT_CACHE_DIR,
+    TLS_KEY, TLS_CLIENT_CA, CUDA_GRAPHS, TRT_CACHE_DIR, MAX_DECODE_BYTES, OPENAI_API_KEY,
+    OPENAI_API_KEY_FILE, FETCH_PICTURES, FETCH_TIMEOUT_S, FETCH_MAX_BYTES, FETCH_MAX_REDIRECTS,
+    FETCH_ALLOW,
 )  # fmt: skip
 
 

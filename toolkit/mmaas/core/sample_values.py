@@ -28,8 +28,30 @@ import numpy as np
 
 from mmaas.core.datatypes import cast_checked, is_floating, to_numpy
 
+# The ModelConfig parameter under which a server publishes its inputs' sample values
+# (JSON: {input name: SampleValues.to_json()}), for load tools such as ``mmaas bench``.
+CONFIG_PARAMETER = "mmaas.sample_values"
 Kind = Literal["constant", "choices", "range", "array"]
 KINDS: tuple[Kind, ...] = ("constant", "choices", "range", "array")
+# how model.yaml writes them, for messages that propose ``sample_values``
+FORMS = "a constant (16000), the allowed values ([8000, 16000]) or a range ({min: 1, max: 64})"
+
+
+def counts(datatype: str) -> bool:
+    """True for the KServe v2 datatypes whose values often select a branch rather than
+    carry data: the integer ones and BOOL."""
+    return datatype == "BOOL" or datatype.startswith(("INT", "UINT"))
+
+
+def value_inputs(inputs: Sequence[Any]) -> list[str]:
+    """The names of the integer and boolean inputs among ``inputs`` (``TensorInfo``-like:
+    ``name``, ``datatype``, ``shape``, ``sample_values``) that have no sample values, the
+    scalars first: the inputs whose random values (0..7) may run a model on the wrong
+    branch (a sample rate, a length, an index)."""
+    found = [t for t in inputs if t.sample_values is None and counts(t.datatype)]
+    return [t.name for t in sorted(found, key=lambda t: len(t.shape))]
+
+
 Scalar = bool | int | float | str
 
 

@@ -15,6 +15,7 @@ the runtime image has no pydantic, and the CLI's ``--help`` imports none.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -200,3 +201,37 @@ class Optional(Kind["T | None"], Generic[T]):
     def json_schema(self, schema: dict[str, Any]) -> None:
         """The inner kind's limits."""
         self.kind.json_schema(schema)
+
+
+@dataclass(frozen=True)
+class Networks(Kind[tuple[str, ...]]):
+    """IP networks (``10.0.0.0/8``) or addresses (``127.0.0.1``), comma-separated in a
+    variable; read as their normalised network text (``ipaddress.ip_network``, host bits
+    cleared)."""
+
+    @property
+    def expects(self) -> str:
+        """``IP networks or addresses, comma-separated``."""
+        return "IP networks or addresses, comma-separated (e.g. 10.0.0.0/8,fd00::/8)"
+
+    def parse(self, raw: str) -> tuple[str, ...]:
+        """The networks of ``raw``, normalised, each once, in the given order."""
+        return self.check(tuple(part.strip() for part in raw.split(",") if part.strip()))
+
+    def check(self, value: tuple[str, ...]) -> tuple[str, ...]:
+        """``value`` with each network normalised, when each is one."""
+        out: list[str] = []
+        for text in value:
+            try:
+                network = str(ipaddress.ip_network(text, strict=False))
+            except ValueError:
+                raise SettingValueError(
+                    f"{text!r} is not an IP network; write {self.expects}"
+                ) from None
+            if network not in out:
+                out.append(network)
+        return tuple(out)
+
+    def format(self, value: tuple[str, ...]) -> str:
+        """``10.0.0.0/8,fd00::/8``."""
+        return ",".join(value)

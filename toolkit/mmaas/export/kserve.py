@@ -12,7 +12,8 @@ is one only this runtime supports (``autoSelect: false``). Deployment modes (C32
 * ``serverless`` (Knative): Knative routes exactly one container port, named ``h2c`` for
   gRPC (HTTP/2 cleartext) or ``http1`` for REST; the metrics port is still scraped through
   the pod annotations (Prometheus reaches pod ports directly), probes target the routed
-  port, and the drain is Knative's (its queue-proxy), so no preStop or startup probe.
+  port, and the drain is Knative's (its queue-proxy), so no preStop; the startup probe
+  stays (Knative Serving takes one since 1.15 and leaves it to the kubelet).
 
 Pod-level settings (grace period, security context) sit in the predictor, which embeds a
 PodSpec; the container's (probes, security context, preStop, ``/tmp``) in the runtime;

@@ -10,7 +10,7 @@ from mmaas.core.signing import read_public_key_text
 from mmaas.export.kserve import Mode, Protocol, kserve_objects
 from mmaas.export.output import to_yaml, write_folder
 from mmaas.export.plain import plain_objects
-from mmaas.export.source import Say, export_source
+from mmaas.export.source import ExportSource, Say, export_source
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,26 @@ def export_kubernetes(
     """
     keys = read_public_key_text(trusted_key) if trusted_key else None
     source = export_source(model, image, say)
+    files = write_kubernetes(source, out_dir, plain=plain, mode=mode, protocol=protocol, keys=keys)
+    return ManifestExport(out_dir, files, source.reference, source.pinned)
+
+
+def write_kubernetes(
+    source: ExportSource,
+    out_dir: Path,
+    *,
+    plain: bool,
+    mode: Mode,
+    protocol: Protocol,
+    keys: str | None,
+) -> tuple[str, ...]:
+    """Write ``source``'s objects (one YAML file each) and the export record into
+    ``out_dir``; returns the YAML files' names. ``keys``: the trusted public keys' PEM
+    text (``MMAAS_TRUSTED_KEYS``), or None.
+
+    Raises:
+        UsageError: ``out_dir`` is unusable (:func:`mmaas.export.output.check_target`).
+    """
     objects = plain_objects(source, keys) if plain else kserve_objects(source, mode, protocol, keys)
     record = {
         "kind": "plain" if plain else f"kserve-{mode}-{protocol}",
@@ -56,4 +76,4 @@ def export_kubernetes(
         "manifest_digest": source.model_manifest.manifest_digest,
     }
     write_folder(out_dir, {name: to_yaml(obj) for name, obj in objects.items()}, record)
-    return ManifestExport(out_dir, tuple(objects), source.reference, source.pinned)
+    return tuple(objects)

@@ -4,6 +4,11 @@ Every file is written into a sibling temp folder that then replaces the target
 (:func:`mmaas.core.files.assembled`), so a failure half-way leaves the target as it was. A
 target that exists must be empty or an earlier export (it holds :data:`MARKER`, which
 records what was exported): a folder of the user's own files is never replaced.
+
+The record is JSON in a file whose name has no ``.json``, ``.yaml`` or ``.yml`` ending:
+``kubectl apply -f DIR`` reads every file of a folder with one of those endings as a
+Kubernetes object, and Triton reads only ``config.pbtxt`` and the version folders of a
+model's folder, so neither takes the record for one of its own files.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import yaml
 from mmaas.core.errors import UsageError
 from mmaas.core.files import assembled, atomic_write_text, link_or_copy
 
-MARKER = ".mmaas-export.json"
+MARKER = ".mmaas-export"
 
 
 class _Dumper(yaml.SafeDumper):

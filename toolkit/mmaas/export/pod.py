@@ -7,12 +7,16 @@ Facts the objects follow (Kubernetes ``core/v1``):
   so that a mesh treats gRPC as HTTP/2 (``grpc``; Istio reads the name's prefix) and the
   REST and metrics ports as HTTP (``http``, ``http-metrics``) (C32); the routed one first
   (KServe's raw Service maps its port 80 to the container's first port);
-* probes, on the routed port: for gRPC the standard ``grpc.health.v1`` service
-  (Kubernetes' native ``grpc`` probe), NOT_SERVING until the engine is verified, loaded
-  and warmed up and again from SIGTERM on; for HTTP KServe v2's ``/v2/health/ready``
-  (the same readiness) and ``/v2/health/live`` (up as soon as the process answers): a
-  startup probe allows the bring-up, readiness follows it, liveness restarts a server that
-  stopped answering (HTTP's ``live`` when that port is on, even with gRPC routed);
+* probes, every one on the routed port (the one port every mode declares and routes):
+  Kubernetes' native ``grpc`` probe of the standard ``grpc.health.v1`` service, or HTTP
+  KServe v2's paths (:mod:`mmaas.core.endpoints`). Readiness and the startup probe ask
+  *ready* (service ``""`` / ``/v2/health/ready``: NOT_SERVING until every engine is
+  verified, loaded and warmed up, after a model is unloaded, and from SIGTERM on);
+  liveness asks *live* (service ``liveness`` / ``/v2/health/live``: up as soon as the
+  process answers, whatever the models' states), so an unloaded model takes the pod out
+  of the endpoints but never gets it restarted. The startup probe, in every mode, holds
+  liveness back for :func:`startup_seconds`, sized from the engine's load time measured
+  at build;
 * drain: the pod leaves the endpoints, keeps serving ``deploy.pre_stop_seconds`` (the
   preStop ``sleep``), then SIGTERM: the server reports NOT_SERVING, keeps its ports open
   for ``MMAAS_SHUTDOWN_GRACE_S`` while in-flight requests finish, and exits; so
@@ -34,6 +38,7 @@ from typing import Any
 
 from mmaas.backends import get_target
 from mmaas.build.runtime_env import runtime_env, served_ports
+from mmaas.core.endpoints import LIVE_PATH, LIVENESS_SERVICE, READY_PATH
 from mmaas.core.errors import UsageError
 from mmaas.core.model_manifest import engine_set_digest
 from mmaas.core.runtime_settings import EXPECTED_ENGINE, LOG_FORMAT, THREADS, TRUSTED_KEYS
@@ -46,6 +51,12 @@ GPU_RESOURCE = "nvidia.com/gpu"
 MEMORY_BASE_MIB = 512  # the interpreter, gRPC, numpy and the back end's own arenas
 MEMORY_STEP_MIB = 256
 TMP_VOLUME = {"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}}
+# the startup probe: a node may be slower than the builder and start with a cold page cache
+STARTUP_PERIOD_S = 2
+STARTUP_MARGIN = 10
+STARTUP_MIN_S = 60
+STARTUP_UNMEASURED_S = 600
+HASH_BYTES_PER_S = 50 * 2**20
 _CPU = re.compile(r"^(?P<number>[0-9]+(?:\.[0-9]+)?)(?P<milli>m)?$")
 
 
@@ -70,27 +81,47 @@ def check_routed(source: ExportSource, first: str) -> None:
         )
 
 
-def probes(source: ExportSource, first: str, only: bool = False) -> dict[str, dict[str, Any]]:
-    """``startupProbe`` (up to 10 min of bring-up: engine hash, load, warm-up),
-    ``readinessProbe`` and ``livenessProbe`` on the routed (``first``) port; liveness
-    uses HTTP ``/v2/health/live`` whenever the HTTP port is exposed (``only`` False or
-    HTTP routed)."""
-    served = served_ports(source.spec)
-
-    def check(path: str) -> dict[str, Any]:
-        if first == "grpc":
-            return {"grpc": {"port": served["grpc"]}}
-        return {"httpGet": {"path": path, "port": served["http"]}}
-
-    live = check("/v2/health/live")
-    if "http" in served and (first == "http" or not only):
-        live = {"httpGet": {"path": "/v2/health/live", "port": served["http"]}}
-    ready = check("/v2/health/ready")
+def probes(source: ExportSource, first: str) -> dict[str, dict[str, Any]]:
+    """``startupProbe`` (:func:`startup_seconds` of bring-up), ``readinessProbe`` and
+    ``livenessProbe``, all on the routed (``first``) port: ready for the first two, live
+    for liveness (see the module doc)."""
+    port = served_ports(source.spec)[first]
+    if first == "grpc":
+        ready: dict[str, Any] = {"grpc": {"port": port}}
+        live: dict[str, Any] = {"grpc": {"port": port, "service": LIVENESS_SERVICE}}
+    else:
+        ready = {"httpGet": {"path": READY_PATH, "port": port}}
+        live = {"httpGet": {"path": LIVE_PATH, "port": port}}
+    attempts = math.ceil(startup_seconds(source) / STARTUP_PERIOD_S)
     return {
-        "startupProbe": {**ready, "periodSeconds": 2, "timeoutSeconds": 2, "failureThreshold": 300},
+        "startupProbe": {
+            **ready,
+            "periodSeconds": STARTUP_PERIOD_S,
+            "timeoutSeconds": 2,
+            "failureThreshold": attempts,
+        },
         "readinessProbe": {**ready, "periodSeconds": 5, "timeoutSeconds": 2, "failureThreshold": 2},
         "livenessProbe": {**live, "periodSeconds": 10, "timeoutSeconds": 5, "failureThreshold": 3},
     }
+
+
+def startup_seconds(source: ExportSource) -> int:
+    """How long the startup probe lets the server come up: :data:`STARTUP_MARGIN` times the
+    bring-up the build measured (per instance: the engine's load, ``load_ms`` in the build
+    report, and one run at each profile point, the warm-up's bound; times
+    ``runtime.instance_count``; plus re-hashing the engine files at
+    :data:`HASH_BYTES_PER_S`), at least :data:`STARTUP_MIN_S`; :data:`STARTUP_UNMEASURED_S`
+    for an engine whose report has no load time."""
+    report = source.manifest.report
+    if "load_ms" not in report:
+        return STARTUP_UNMEASURED_S
+    warm_ms = sum(point.get("latency_ms", 0.0) for point in report.get("profile_check", []))
+    per_instance = (report["load_ms"] + warm_ms) / 1000
+    engine = source.manifest.engine.size_bytes + sum(
+        f.size_bytes for f in source.manifest.engine_data
+    )
+    measured = per_instance * source.spec.runtime.instance_count + engine / HASH_BYTES_PER_S
+    return max(STARTUP_MIN_S, math.ceil(STARTUP_MARGIN * measured))
 
 
 def container_security() -> dict[str, Any]:
@@ -194,12 +225,10 @@ def container(
     serverless: bool = False,
 ) -> dict[str, Any]:
     """The server's container: image, ports (``first``'s routed first; ``serverless``:
-    only that one, and no startup probe or preStop: Knative's queue-proxy drains), env,
-    probes, resources, security context and the ``/tmp`` mount."""
+    only that one, and no preStop: Knative's queue-proxy drains), env, probes,
+    resources, security context and the ``/tmp`` mount."""
     check_routed(source, first)
-    found = probes(source, first, only=serverless)
-    if serverless:
-        del found["startupProbe"]
+    found = probes(source, first)
     hooks = {} if serverless else lifecycle(source)
     return {
         "name": name,

@@ -42,6 +42,8 @@ class ExportSource:
         model_manifest: the image's model manifest (its ``manifest_digest`` is what a
             signature signs; its engine-set digest what ``MMAAS_EXPECTED_ENGINE`` pins).
         labels: the image's labels.
+        onnx: the model's source ONNX file on this host (as model.yaml names it; checked
+            against the manifest's source record where an export ships it).
     """
 
     spec: ModelSpec
@@ -52,6 +54,7 @@ class ExportSource:
     manifest: Manifest
     labels: dict[str, str]
     model_manifest: ModelManifest
+    onnx: Path
 
 
 def export_source(model: Path, image: str | None, say: Say) -> ExportSource:
@@ -86,7 +89,15 @@ def export_source(model: Path, image: str | None, say: Say) -> ExportSource:
     reference, pinned = (local, True) if image else _pushed(local, inspected, say)
     labels = dict((inspected.get("Config") or {}).get("Labels") or {})
     return ExportSource(
-        spec, loaded.model_dir, local, reference, pinned, manifest, labels, model_manifest
+        spec,
+        loaded.model_dir,
+        local,
+        reference,
+        pinned,
+        manifest,
+        labels,
+        model_manifest,
+        loaded.source_path,
     )
 
 

@@ -1,6 +1,8 @@
 """The runtime server: a ``grpc.aio`` server with the KServe v2 inference service, the
 standard ``grpc.health.v1`` health service, gRPC reflection, the KServe v2 HTTP/REST
-front end (:mod:`mmaas.server.http`, same loop, same request path) and Prometheus metrics.
+front end (:mod:`mmaas.server.http`, same loop, same request path) with the
+OpenAI-compatible routes beside it on the same port (:mod:`mmaas.server.openai`), and
+Prometheus metrics.
 
 Life cycle (docs/design.md): read and self-check the manifest, register the models of
 the repository (each ``loading``), open the port with health NOT_SERVING, re-hash the
@@ -27,6 +29,7 @@ from typing import Any
 from grpc_health.v1 import health_pb2
 from grpc_health.v1._async import HealthServicer
 
+from mmaas.core.endpoints import LIVENESS_SERVICE
 from mmaas.core.errors import MmaasError
 from mmaas.server import gpu_metrics
 from mmaas.server.context import ServerContext
@@ -38,6 +41,7 @@ from mmaas.server.llm_metrics import generation_lines
 from mmaas.server.logs import configure
 from mmaas.server.metrics import serve_http
 from mmaas.server.models import attach_executors, close_executors, plan_repository, reloader
+from mmaas.server.openai.routes import openai_routes
 from mmaas.server.pipeline import LoadedEngine
 from mmaas.server.repository import Repository
 from mmaas.server.settings import Settings
@@ -73,13 +77,13 @@ async def run(settings: Settings, started: BringUp | None = None) -> None:
     loaded: dict[str, LoadedEngine] = {}  # filled once the engines are loaded
     health = HealthServicer()
     await _set_health(health, False)
+    await health.set(LIVENESS_SERVICE, health_pb2.HealthCheckResponse.SERVING)
 
     async def changed() -> None:
         await _set_health(health, repository.ready)
 
     context = ServerContext.create(
         repository,
-        started.manifest.engines[0].manifest.model.backend,
         reloader(settings, started.manifest, loaded),
         changed,
         settings.log_format,
@@ -87,7 +91,9 @@ async def run(settings: Settings, started: BringUp | None = None) -> None:
     )
     signals = Signals()
     server = grpc_server(settings, context, health)
-    http = HttpServer(create_app(context, settings.http_read_timeout_s), settings)
+    chat = openai_routes(context.plane, settings.http_read_timeout_s, settings.openai_api_key,
+                         settings.fetch)  # fmt: skip
+    http = HttpServer(create_app(context, settings.http_read_timeout_s, chat), settings)
     metrics_http = _serve_metrics(settings, repository)
     await server.start()
     if settings.http_port:

@@ -5,8 +5,13 @@ and, when dynamic batching is on, adds queued requests whose inputs match it in 
 non-batch dim (same datatypes, same requested outputs) until the batch reaches a
 preferred batch size or the profile's max batch, or the first request has waited
 ``max_queue_delay_us``. The batch is stacked along axis 0, run once on that instance in
-a worker thread, and each caller gets back its own rows. Requests that cannot join run
-in a later batch, alone if need be. A full queue is refused at once
+a worker thread, and each caller gets back its own rows. An engine that stacks batches
+itself (:class:`~mmaas.backends.BatchingEngine`: a GPU instance copies each request's rows
+straight into its device buffers) gets the requests as they are, on its own thread; any
+other gets them stacked here, in host memory. Requests that cannot join run
+in a later batch, alone if need be. When the engine refuses a batch for the values it
+holds (:class:`~mmaas.core.errors.InputError`), each of its requests runs again alone, so
+only the request at fault fails. A full queue is refused at once
 (RESOURCE_EXHAUSTED); a request whose deadline passed or whose caller went away is
 dropped before it reaches an engine. Triton: ``dynamic_batching`` in model config.
 """
@@ -22,7 +27,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mmaas.backends import Engine
+from mmaas.backends import BatchingEngine, Engine
+from mmaas.core.errors import InputError
 from mmaas.server.metrics import Execution, ModelMetrics
 from mmaas.server.settings import BatchingSettings
 from mmaas.server.status import DeadlineExceeded, RequestError, ResourceExhausted, Unavailable
@@ -60,6 +66,11 @@ class Scheduler:
         metrics: ModelMetrics,
     ) -> None:
         self.engines = list(engines)
+        # device arrays (CUDA shared memory inputs) pass through only if every instance
+        # takes them; the request path copies them to the host for any other executor
+        self.device_inputs = all(
+            isinstance(e, BatchingEngine) and e.device_inputs for e in self.engines
+        )
         self.batch_axis = max_batch > 0
         self.max_batch = max_batch if batching.enabled else 0
         self.preferred = {size for size in batching.preferred_batch_sizes if size <= max_batch}
@@ -196,20 +207,47 @@ class Scheduler:
         return True
 
     async def _run(self, engine: Engine, batch: list[Job]) -> None:
+        try:
+            await self._execute(engine, batch)
+        finally:
+            self.idle.put_nowait(engine)
+
+    async def _execute(self, engine: Engine, batch: list[Job]) -> None:
         started_ns = time.perf_counter_ns()
         try:
             loop = asyncio.get_running_loop()
-            results, execution = await loop.run_in_executor(self.pool, _compute, engine, batch)
+            if isinstance(engine, BatchingEngine):
+                results, execution = await loop.run_in_executor(
+                    engine.executor, _compute_stacked_by, engine, batch
+                )
+            else:
+                results, execution = await loop.run_in_executor(self.pool, _compute, engine, batch)
             self.metrics.record_execution(execution, [started_ns - j.enqueued_ns for j in batch])
             for job, result in zip(batch, results, strict=True):
                 if not job.future.done():
                     job.future.set_result(result)
+        except InputError as exc:
+            if len(batch) == 1:
+                _fail(batch, exc)
+            else:  # values one request holds were refused: each runs alone, only it fails
+                for job in batch:
+                    await self._execute(engine, [job])
         except Exception as exc:  # the engine's own error: every caller in the batch gets it
-            for job in batch:
-                if not job.future.done():
-                    job.future.set_exception(exc)
-        finally:
-            self.idle.put_nowait(engine)
+            _fail(batch, exc)
+
+
+def _fail(batch: list[Job], exc: Exception) -> None:
+    for job in batch:
+        if not job.future.done():
+            job.future.set_exception(exc)
+
+
+def _compute_stacked_by(engine: BatchingEngine, batch: list[Job]) -> tuple[list[Arrays], Execution]:
+    """Run one batch on an engine that stacks it itself (on its own thread)."""
+    done = engine.infer_batch([job.inputs for job in batch], batch[0].outputs)
+    rows = sum(job.rows for job in batch)
+    execution = Execution(len(batch), rows, done.input_ns, done.infer_ns, done.output_ns)
+    return done.outputs, execution
 
 
 def _compute(engine: Engine, batch: list[Job]) -> tuple[list[Arrays], Execution]:

@@ -1,7 +1,7 @@
 """What every front end serves, one of each per server and shared by the gRPC and HTTP
 front ends: the model repository and the one request path over it (the data plane), the
-system shared memory registry, the model control (repository extension) and the log
-settings.
+shared memory registries (system and CUDA regions), the model control (repository
+extension) and the log settings.
 """
 
 from __future__ import annotations
@@ -12,27 +12,24 @@ from dataclasses import dataclass
 from mmaas.server.dataplane import DataPlane
 from mmaas.server.log_settings import LogSettings
 from mmaas.server.model_control import ModelControl, Reload
-from mmaas.server.protocol.shm import SystemSharedMemory
+from mmaas.server.protocol.memory import SharedMemory
 from mmaas.server.repository import Repository
 
 
 @dataclass(frozen=True)
 class ServerContext:
-    """The server's shared parts (see the module docstring); ``backend`` names the back
-    end in refusals (CUDA shared memory)."""
+    """The server's shared parts (see the module docstring)."""
 
     repository: Repository
     plane: DataPlane
-    shm: SystemSharedMemory
+    shm: SharedMemory
     control: ModelControl
     logs: LogSettings
-    backend: str
 
     @classmethod
     def create(
         cls,
         repository: Repository,
-        backend: str,
         reload: Reload | None = None,
         changed: Callable[[], Awaitable[None]] | None = None,
         log_format: str = "text",
@@ -45,12 +42,11 @@ class ServerContext:
         async def nothing() -> None:
             return None
 
-        shm = SystemSharedMemory()
+        shm = SharedMemory()
         return cls(
             repository=repository,
             plane=DataPlane(repository, shm),
             shm=shm,
             control=ModelControl(repository, reload, changed or nothing),
             logs=LogSettings(log_format, log_level),
-            backend=backend,
         )

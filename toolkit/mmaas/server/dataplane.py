@@ -1,6 +1,7 @@
 """The one request path behind every front end (in the spirit of Seldon MLServer's
 ``DataPlane.infer``): resolve the model and version, read the request, check it against
-the model (readiness, size, the signature's names, datatypes and shapes, the outputs'
+the model (readiness, its request-level parameters (:mod:`.parameters`), size, the
+signature's names, datatypes and shapes, the outputs'
 wishes), decode its tensors with the one codec, schedule it on the model's executor,
 encode the response (its size, shared memory outputs), account for it in the model's
 statistics, log it, and map any failure to one status and message.
@@ -39,11 +40,13 @@ from mmaas.server.inference import (
     responses,
     run,
 )
-from mmaas.server.protocol.shm import SystemSharedMemory, TensorRef
+from mmaas.server.parameters import with_parameters
+from mmaas.server.protocol.memory import MemoryLease, SharedMemory
+from mmaas.server.protocol.shm import TensorRef
 from mmaas.server.protocol.tensors import check_outputs, decode_inputs, encode_outputs
 from mmaas.server.protocol.types import InferRequest, InferResponse
 from mmaas.server.repository import Repository, ServedModel
-from mmaas.server.signature import check_inputs, resolve_outputs
+from mmaas.server.signature import as_advertised, as_declared, check_inputs, resolve_outputs
 from mmaas.server.status import InvalidArgument, RequestError
 from mmaas.server.streaming import is_decoupled
 
@@ -94,9 +97,11 @@ class Admitted:
 
 
 class DataPlane:
-    """The request path over the server's repository and its system shared memory."""
+    """The request path over the server's repository and its shared memory (system and
+    CUDA regions; each request holds a lease on the regions it uses until it is answered,
+    so unregistering them never fails it: :mod:`mmaas.server.protocol.regions`)."""
 
-    def __init__(self, repository: Repository, shm: SystemSharedMemory) -> None:
+    def __init__(self, repository: Repository, shm: SharedMemory) -> None:
         self.repository = repository
         self.shm = shm
 
@@ -126,13 +131,14 @@ class DataPlane:
         """
         model = self._find(name, version)
         async with accounted(model, request_id) as outcome:
-            try:
-                admitted = await self._admit(model, exchange, outcome)
-                results = await run(model, admitted.arrays, admitted.outputs, deadline_s)
-                response = self._response(model, admitted, results)
-                return exchange.write(model, admitted.request, response)
-            except Exception as exc:
-                raise Failed(outcome.failed(exc), exc, model) from exc
+            with self.shm.lease() as regions:
+                try:
+                    admitted = await self._admit(model, exchange, outcome, regions)
+                    results = await run(model, admitted.arrays, admitted.outputs, deadline_s)
+                    response = self._response(model, admitted, regions, results)
+                    return exchange.write(model, admitted.request, response)
+                except Exception as exc:
+                    raise Failed(outcome.failed(exc), exc, model) from exc
 
     async def stream(
         self,
@@ -153,25 +159,28 @@ class DataPlane:
         model = self._find(name, version)
         last: Wire | None = None
         async with accounted(model, request_id) as outcome:
-            try:
-                admitted = await self._admit(model, exchange, outcome)
-                if admitted.refs and is_decoupled(model.executor):
-                    raise InvalidArgument(
-                        "outputs of a decoupled model cannot go to shared memory (each "
-                        "response would overwrite the last); drop shared_memory_region from "
-                        "the outputs"
-                    )
-                answers = responses(model, admitted.arrays, admitted.outputs, deadline_s)
-                async with aclosing(answers) as stream:
-                    async for answer in stream:
-                        response = self._response(model, admitted, answer.outputs, answer.final)
-                        written = exchange.write(model, admitted.request, response)
-                        if answer.final:
-                            last = written
-                            break
-                        yield written
-            except Exception as exc:
-                raise Failed(outcome.failed(exc), exc, model) from exc
+            with self.shm.lease() as regions:
+                try:
+                    admitted = await self._admit(model, exchange, outcome, regions)
+                    if admitted.refs and is_decoupled(model.executor):
+                        raise InvalidArgument(
+                            "outputs of a decoupled model cannot go to shared memory (each "
+                            "response would overwrite the last); drop shared_memory_region "
+                            "from the outputs"
+                        )
+                    answers = responses(model, admitted.arrays, admitted.outputs, deadline_s)
+                    async with aclosing(answers) as stream:
+                        async for answer in stream:
+                            response = self._response(
+                                model, admitted, regions, answer.outputs, answer.final
+                            )
+                            written = exchange.write(model, admitted.request, response)
+                            if answer.final:
+                                last = written
+                                break
+                            yield written
+                except Exception as exc:
+                    raise Failed(outcome.failed(exc), exc, model) from exc
         assert last is not None  # responses() always ends with a final response
         yield last
 
@@ -182,23 +191,25 @@ class DataPlane:
             raise Failed(failure_of(exc), exc, None) from exc
 
     async def _admit(
-        self, model: ServedModel, exchange: Exchange[Wire], outcome: Outcome
+        self, model: ServedModel, exchange: Exchange[Wire], outcome: Outcome, regions: MemoryLease
     ) -> Admitted:
-        request = await exchange.read(model)
+        request = as_declared(model.info, await exchange.read(model))
         outcome.request_id = request.id
         check_ready(model)
+        request = with_parameters(model.info, request)
         check_size(model, "request", request.size)
         check_inputs(model.info, request.headers)
         outputs = resolve_outputs(model.info, [output.name for output in request.outputs])
-        refs = check_outputs(request, self.shm)
-        return Admitted(request, decode_inputs(request, self.shm), outputs, refs)
+        refs = check_outputs(request, regions)
+        return Admitted(request, decode_inputs(request, regions), outputs, refs)
 
     def _response(
         self,
         model: ServedModel,
         admitted: Admitted,
+        regions: MemoryLease,
         results: Mapping[str, np.ndarray],
         final: bool = True,
     ) -> InferResponse:
-        outputs = encode_outputs(results, admitted.refs, self.shm)
+        outputs = encode_outputs(as_advertised(model.info, results), admitted.refs, regions)
         return InferResponse(model.name, model.version, admitted.request.id, outputs, final)

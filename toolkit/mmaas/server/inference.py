@@ -14,9 +14,11 @@ import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from mmaas.core.cuda import on_host
 from mmaas.core.errors import InputError
 from mmaas.server.repository import ServedModel
 from mmaas.server.status import RequestError, ResourceExhausted, Unavailable
@@ -86,7 +88,7 @@ async def run(
     executor = model.executor
     check_ready(model)
     assert executor is not None  # a ready model has one
-    results = await executor.infer(dict(arrays), list(outputs), deadline_s)
+    results = await executor.infer(_for(executor, arrays), list(outputs), deadline_s)
     check_size(model, "response", sum(array.nbytes for array in results.values()))
     return results
 
@@ -110,7 +112,7 @@ async def responses(
         yield Response(await run(model, arrays, outputs, deadline_s), final=True)
         return
     check_ready(model)
-    stream = executor.responses(dict(arrays), list(outputs), deadline_s)
+    stream = executor.responses(_for(executor, arrays), list(outputs), deadline_s)
     async with aclosing(stream) as answers:
         async for response in answers:
             check_size(model, "response", sum(a.nbytes for a in response.outputs.values()))
@@ -175,3 +177,12 @@ class Outcome:
             },
         )
         return failure
+
+
+def _for(executor: object, arrays: Mapping[str, Any]) -> dict[str, Any]:
+    """``arrays`` as ``executor`` takes them: device arrays (CUDA shared memory inputs)
+    stay in device memory only for an executor that says it takes them
+    (``device_inputs``, the batcher over GPU instances), else they are copied to the host."""
+    if getattr(executor, "device_inputs", False):
+        return dict(arrays)
+    return on_host(arrays)

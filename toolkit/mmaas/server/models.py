@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
-from mmaas.backends import Engine, get_runtime
+from mmaas.backends import BatchingEngine, Engine, get_runtime
 from mmaas.core.manifest import ModelInfo
 from mmaas.core.model_manifest import ModelManifest, PipelineRecord
 from mmaas.server import runtime
@@ -64,11 +65,13 @@ def engine_model(settings: Settings, info: ModelInfo) -> ServedModel:
 
 def pipeline_model(settings: Settings, record: PipelineRecord, device_kind: str) -> ServedModel:
     """The pipeline's served model: its kind's platform, its engines' device kind."""
+    runtime_part = get_pipeline_runtime(record.kind)
     facts = ConfigFacts(
-        platform=get_pipeline_runtime(record.kind).platform,
+        platform=runtime_part.platform,
         device_kind=device_kind,
         instance_count=1,
         batching=False,
+        decoupled=getattr(runtime_part, "decoupled", False),
     )
     return _served(settings, record.model, facts)
 
@@ -105,15 +108,30 @@ async def attach_executors(
         engines = instances[entry.name]
         scheduler = Scheduler(engines, max_batch(info), settings.batching, metrics)
         scheduler.start()
-        check = manifest.pipeline and engine_check(manifest.pipeline.kind, entry.name)
+        check = engine_check(info)
         if model is not None:
             model.executor = CheckedExecutor(scheduler, check) if check else scheduler
+            model.config = runs_on(model.config, engines)
         directory = settings.model_dir / entry.directory
         loaded[entry.name] = LoadedEngine(entry.name, entry.manifest, directory, engines, scheduler)
     if manifest.pipeline is not None:
         model = served[manifest.pipeline.model.name]
         model.executor = await pipeline_executor(settings, manifest, model, loaded)
+        everything = [e for engine in loaded.values() for e in engine.instances]
+        model.config = runs_on(model.config, everything)
     return loaded
+
+
+def runs_on(facts: ConfigFacts, engines: Sequence[Engine]) -> ConfigFacts:
+    """``facts`` with the instance group the loaded ``engines`` report (Triton's
+    ``instance_group``): ``GPU`` with their GPUs when every one runs on a GPU (an ONNX
+    Runtime GPU engine serving on the CPU provider reports ``CPU``); engines that report
+    nothing keep their back end's kind."""
+    kinds = {e.runs_on for e in engines if isinstance(e, BatchingEngine)}
+    if len(kinds) != 1 or len(engines) != sum(isinstance(e, BatchingEngine) for e in engines):
+        return facts
+    (device,) = kinds
+    return replace(facts, device_kind=device.kind, gpus=device.gpus)
 
 
 async def pipeline_executor(
@@ -161,7 +179,7 @@ def reloader(
         )
         scheduler.start()
         loaded[name] = LoadedEngine(name, old.manifest, old.directory, engines, scheduler)
-        check = manifest.pipeline and engine_check(manifest.pipeline.kind, name)
+        check = engine_check(old.manifest.model)
         return CheckedExecutor(scheduler, check) if check else scheduler
 
     return reload

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any, Protocol, cast
 
 from mmaas.backends import Engine
-from mmaas.core.manifest import Manifest
-from mmaas.core.pipelines import load_part
+from mmaas.core.manifest import Manifest, ModelInfo
+from mmaas.core.pipelines import engine_checks, load_part
 from mmaas.server.repository import Executor, ServedModel
 from mmaas.server.settings import Settings
 
@@ -72,9 +72,9 @@ class PipelineRuntime(Protocol):
 
     platform: str
 
-    # Optional: ``engine_check(engine) -> Callable[[Mapping[str, np.ndarray]], None] | None``,
-    # a check of the *values* of requests to one of its engines served alone (raising
-    # InputError), run before that engine's batcher (:class:`CheckedExecutor`).
+    # Optional: ``decoupled: bool``, True when the executor streams (implements
+    # :class:`mmaas.server.streaming.Decoupled`): ModelConfig's
+    # ``model_transaction_policy.decoupled``, known before the executor is made.
 
     def executor(self, context: PipelineContext) -> Executor:
         """The executor of the pipeline model's requests (its ``infer`` gets inputs
@@ -88,11 +88,12 @@ class PipelineRuntime(Protocol):
 
 
 class CheckedExecutor:
-    """An engine's executor behind its pipeline kind's request check (e.g. qwen2-vl: the
+    """An engine's executor behind a pipeline kind's request check (e.g. qwen2-vl: the
     vision engine's grid must describe its patches), for the engine served alone."""
 
     def __init__(self, executor: Executor, check: Callable[[Mapping[str, Any]], None]) -> None:
         self.executor, self.check = executor, check
+        self.device_inputs = getattr(executor, "device_inputs", False)
 
     def start(self) -> None:
         """Nothing: the wrapped engine executor is started and closed by its owner
@@ -109,10 +110,15 @@ class CheckedExecutor:
         """Nothing (see :meth:`start`)."""
 
 
-def engine_check(kind: str, engine: str) -> Callable[[Mapping[str, Any]], None] | None:
-    """The request check kind ``kind`` attaches to its engine ``engine``, or None."""
-    hook = getattr(get_pipeline_runtime(kind), "engine_check", None)
-    return None if hook is None else hook(engine)
+def engine_check(info: ModelInfo) -> Callable[[Mapping[str, Any]], None] | None:
+    """The request check a pipeline kind attaches to an engine with signature ``info``
+    (:data:`mmaas.core.pipelines.PIPELINES`' ``engine_check``: recognised by its
+    signature, wherever it is served), or None."""
+    for check_for in engine_checks():
+        check = check_for(info)
+        if check is not None:
+            return check  # type: ignore[no-any-return]
+    return None
 
 
 def get_pipeline_runtime(kind: str) -> PipelineRuntime:

@@ -31,7 +31,9 @@ class Executor(Protocol):
 
     ``start`` is called on the server's running event loop once the model's engines are
     loaded, before the model turns ready; ``close`` when the server drains (finish what is
-    queued or running, then release threads)."""
+    queued or running, then release threads). Optional attribute ``device_inputs``: True
+    when ``infer`` takes :class:`~mmaas.core.cuda.DeviceArray` inputs (CUDA shared memory)
+    in place; without it the request path copies them to the host first."""
 
     def start(self) -> None:
         """Begin taking requests (create tasks on the running loop)."""
@@ -60,7 +62,8 @@ class Executor(Protocol):
 class ConfigFacts:
     """Runtime facts a model's metadata and config report: Triton's ``platform``
     (``onnxruntime_onnx``, ``tensorrt_plan``; ``ensemble`` or the pipeline kind's own for a
-    pipeline model) and instance kind (``CPU``/``GPU``), engine instances and dynamic
+    pipeline model) and instance kind (``CPU``/``GPU``) with the GPUs of a ``GPU`` kind
+    (``gpus``: indices among the visible ones; empty = all), engine instances and dynamic
     batching (``preferred_batch_sizes`` and ``max_queue_delay_us`` only when ``batching``)."""
 
     platform: str
@@ -70,6 +73,7 @@ class ConfigFacts:
     preferred_batch_sizes: tuple[int, ...] = ()
     max_queue_delay_us: int = 0
     decoupled: bool = False  # answers with many responses (:mod:`mmaas.server.streaming`)
+    gpus: tuple[int, ...] = ()
 
 
 @dataclass(eq=False)

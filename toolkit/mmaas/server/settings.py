@@ -86,6 +86,19 @@ class KeepaliveSettings:
 
 
 @dataclass(frozen=True)
+class FetchSettings:
+    """How the OpenAI front end fetches http(s) picture URLs (:mod:`mmaas.server.openai.
+    fetch`): on or off, the whole fetch's time in seconds, the body's byte cap, the
+    redirects followed, the networks allowed although loopback, private or link-local."""
+
+    enabled: bool = table.FETCH_PICTURES.default
+    timeout_s: float = table.FETCH_TIMEOUT_S.default
+    max_bytes: int = table.FETCH_MAX_BYTES.default
+    max_redirects: int = table.FETCH_MAX_REDIRECTS.default
+    allow: tuple[str, ...] = table.FETCH_ALLOW.default
+
+
+@dataclass(frozen=True)
 class Settings:
     """Everything the server is configured with; built by :func:`from_env`.
 
@@ -115,6 +128,9 @@ class Settings:
     log_format: str = table.LOG_FORMAT.default
     log_level: str = table.LOG_LEVEL.default
     tls: TlsSettings | None = None
+    openai_api_key: str | None = None  # the OpenAI routes' key; None = none asked
+    max_decode_bytes: int = table.MAX_DECODE_BYTES.default  # a vision pipeline's pictures
+    fetch: FetchSettings = FetchSettings()
 
 
 def from_env(environ: Mapping[str, str] | None = None) -> Settings:
@@ -160,6 +176,15 @@ def from_env(environ: Mapping[str, str] | None = None) -> Settings:
         log_format=env[table.LOG_FORMAT],
         log_level=env[table.LOG_LEVEL],
         tls=_tls(env),
+        openai_api_key=_api_key(env),
+        max_decode_bytes=env[table.MAX_DECODE_BYTES],
+        fetch=FetchSettings(
+            enabled=env[table.FETCH_PICTURES],
+            timeout_s=env[table.FETCH_TIMEOUT_S],
+            max_bytes=env[table.FETCH_MAX_BYTES],
+            max_redirects=env[table.FETCH_MAX_REDIRECTS],
+            allow=env[table.FETCH_ALLOW],
+        ),
     )
     _check_ports_differ(settings)
     return settings
@@ -195,3 +220,20 @@ def _tls(env: Environment) -> TlsSettings | None:
         missing = "MMAAS_TLS_KEY" if key is None else "MMAAS_TLS_CERT"
         raise UsageError(f"{missing} is not set: TLS needs both MMAAS_TLS_CERT and MMAAS_TLS_KEY")
     return TlsSettings(cert=cert, key=key, client_ca=client_ca)
+
+
+def _api_key(env: Environment) -> str | None:
+    """The OpenAI routes' key: MMAAS_OPENAI_API_KEY_FILE's stripped text, or
+    MMAAS_OPENAI_API_KEY; both set, or an empty file, is refused."""
+    text, path = env[table.OPENAI_API_KEY], env[table.OPENAI_API_KEY_FILE]
+    if path is None:
+        return text
+    if text is not None:
+        raise UsageError("MMAAS_OPENAI_API_KEY and MMAAS_OPENAI_API_KEY_FILE are both set: set one")
+    try:
+        key = path.read_text().strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"MMAAS_OPENAI_API_KEY_FILE: cannot read {path}: {exc}") from None
+    if not key:
+        raise UsageError(f"MMAAS_OPENAI_API_KEY_FILE: {path} is empty; write the key in it")
+    return key

@@ -6,15 +6,48 @@ the engine's precision (an fp16 engine with FP32 I/O takes FP32: C17). Shapes mu
 the declared rank, equal every static dim, and lie inside the optimization profile
 (min..max per axis). Every violation raises
 :class:`~mmaas.server.status.InvalidArgument` saying what was expected and what was got.
+A scalar may be sent in the shape it is advertised with (Triton's convention:
+:func:`~mmaas.server.protocol.messages.advertised_shape`, ``[1]`` for a rank-0 input,
+``[B, 1]`` for a batch-only one) or as declared; :func:`as_declared` gives it the declared
+shape, and :func:`as_advertised` gives such an output its advertised one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+import numpy as np
 
 from mmaas.core.manifest import ModelInfo, TensorInfo
 from mmaas.core.profile import outside
+from mmaas.server.protocol.types import InferRequest
 from mmaas.server.status import InvalidArgument
+
+
+def as_declared(model: ModelInfo, request: InferRequest) -> InferRequest:
+    """``request`` with every input sent in its advertised scalar shape (``[1]``;
+    ``[B, 1]`` batched) given its declared shape (``[]``; ``[B]``); others unchanged."""
+    rank = int(model.max_batch_size > 0)  # a scalar's declared rank: the batch axis or none
+    scalars = {t.name for t in model.inputs if len(t.shape) == rank}
+    if not any(t.name in scalars and t.shape[rank:] == (1,) for t in request.inputs):
+        return request
+    inputs = [
+        replace(t, shape=t.shape[:rank]) if t.name in scalars and t.shape[rank:] == (1,) else t
+        for t in request.inputs
+    ]
+    return replace(request, inputs=inputs)
+
+
+def as_advertised(model: ModelInfo, results: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``results`` with every scalar output (declared with no dims besides the batch
+    axis) in its advertised shape: one dim of 1 added (Triton's ``reshape``)."""
+    rank = int(model.max_batch_size > 0)
+    scalars = {t.name for t in model.outputs if len(t.shape) == rank}
+    return {
+        name: array.reshape((*array.shape, 1)) if name in scalars and array.ndim == rank else array
+        for name, array in results.items()
+    }
 
 
 def describe(tensor: TensorInfo) -> str:

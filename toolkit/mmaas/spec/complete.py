@@ -7,7 +7,10 @@ them; batching as Triton's ``max_batch_size``):
 * inputs and outputs are matched by exact name; a name the graph lacks is an error that
   lists the real ones; a name listed twice cites both lines;
 * a ``datatype`` or ``shape`` written in the spec must agree with the graph (a spec shape
-  may fix an axis the graph leaves dynamic, never change a fixed one);
+  may fix an axis the graph leaves dynamic, never change a fixed one); except an output's
+  shape, which may be its real one where the graph declares another (another rank, other
+  fixed sizes: exporters get outputs wrong): served as written, and the build's profile
+  check fails unless every run's output fits it (:mod:`mmaas.stage.outputs`);
 * ``min``, ``opt`` and ``max`` come together, one size per axis, ``min <= opt <= max``,
   and equal the fixed size on fixed axes; profiles match by input and axis, never by the
   graph's dim symbols; an input with a dynamic axis needs a profile; a static input gets
@@ -152,7 +155,7 @@ class _Completer:
         refused = self.checks.check_datatype(self.spec, tensor.datatype)
         if refused:
             self.report((*path, "name") if entry else path, f"{what}: {refused}")
-        shape = self._shape(what, tensor, entry, path)
+        shape = self._shape(what, tensor, entry, path, stated=role == "output")
         if shape is None:
             return None
         self._check_batch_axis(what, shape, path)
@@ -188,9 +191,25 @@ class _Completer:
         )
 
     def _shape(
-        self, what: str, tensor: GraphTensor, entry: TensorSpec | None, path: KeyPath
+        self,
+        what: str,
+        tensor: GraphTensor,
+        entry: TensorSpec | None,
+        path: KeyPath,
+        stated: bool = False,
     ) -> tuple[int, ...] | None:
+        """The tensor's shape: as written (``stated``: any shape of sizes > 0 or -1, the
+        graph's declaration notwithstanding), else as the graph declares it."""
         written = None if entry is None or entry.shape is None else tuple(entry.shape)
+        if stated and written is not None:
+            if any(dim != -1 and dim <= 0 for dim in written):
+                self.report(
+                    (*path, "shape"),
+                    f"{what}: shape {list(written)} has a size below 1; write each axis "
+                    "as its size or -1 (dynamic)",
+                )
+                return None
+            return written
         if tensor.shape is None:
             if written is None:
                 self.report(

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mmaas.core.datatypes import BFLOAT16, cast_checked, is_floating, to_numpy
+from mmaas.core.datatypes import bfloat16, cast_checked, is_floating, to_numpy
 from mmaas.core.errors import InputError
 from mmaas.core.sample_values import SampleValues
 from mmaas.spec.model import SampleArraySpec, SampleRangeSpec, SampleScalar, SampleValuesSpec
@@ -151,7 +151,9 @@ def _load(file: Path, input_name: str) -> np.ndarray:
 
 def _bfloat16_words(array: np.ndarray) -> np.ndarray:
     """numpy saves a bfloat16 array as 2-byte void words: read them back as bfloat16."""
-    return array.view(BFLOAT16) if array.dtype.kind == "V" and array.dtype.itemsize == 2 else array
+    return (
+        array.view(bfloat16()) if array.dtype.kind == "V" and array.dtype.itemsize == 2 else array
+    )
 
 
 def _plain(array: np.ndarray) -> list[SampleScalar]:

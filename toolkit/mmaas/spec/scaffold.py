@@ -6,7 +6,9 @@ source path with its sha256 pin, and an optimization profile for every input wit
 dynamic axis: the batch axis runs 1..``max_batch_size``, other dynamic axes get guesses
 (:func:`mmaas.spec.profile.suggest_profile`) that a comment asks the user to adjust, never
 below what the graph itself forbids where that can be told (a reflect Pad of p needs the
-axis at least p + 1: :mod:`mmaas.spec.graph_limits`).
+axis at least p + 1: :mod:`mmaas.spec.graph_limits`). A rank-0 integer input gets a
+commented ``sample_values`` line: such an input (a sample rate, a length) often selects a
+branch that random values 0..7 would miss.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import yaml
 from mmaas.core.errors import SpecError, UsageError
 from mmaas.core.files import atomic_write_text
 from mmaas.core.hashing import file_digests
+from mmaas.core.sample_values import FORMS, counts
 from mmaas.spec.graph_limits import axis_minimums
 from mmaas.spec.hooks import SpecChecks
 from mmaas.spec.load import SPEC_FILE, LoadedSpec, parse_spec
@@ -133,6 +136,13 @@ def _tensor(tensor: GraphTensor) -> str:
 
 
 def _input(tensor: GraphTensor, max_batch_size: int, minimums: dict[int, int]) -> str:
+    if tensor.shape == () and counts(tensor.datatype):
+        return _tensor(tensor) + (
+            "    # a scalar integer: if its value selects a branch (a sample rate, a length,\n"
+            "    # an id), the build's checks must not feed it random 0..7: give its values,\n"
+            f"    # {FORMS}\n"
+            "    # sample_values: 16000\n"
+        )
     if tensor.shape is None or not tensor.dynamic_axes:
         return _tensor(tensor)
     declared = ", ".join(

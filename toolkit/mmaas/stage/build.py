@@ -1,5 +1,7 @@
 """What runs inside the builder stage (and for ``mmaas serve``, on the host):
-compile -> profile check -> gates (``checks:``) -> hash -> ``report.json`` + ``manifest.json``.
+compile -> profile check (each output's real shape against the served one:
+:mod:`mmaas.stage.outputs`) -> gates (``checks:``) -> hash -> ``report.json`` +
+``manifest.json``.
 
 The command line (``python -m mmaas.stage``, the Dockerfile's contract) is in
 :mod:`mmaas.stage.__main__`; its request files are :class:`mmaas.core.request.BuildRequest`
@@ -29,10 +31,12 @@ from mmaas.core.files import assembled, atomic_write_text
 from mmaas.core.manifest import FileRecord, Manifest, ModelInfo, write_manifest
 from mmaas.core.model_dir import REPORT_NAME
 from mmaas.core.request import BuildRequest, Checks
+from mmaas.core.sample_values import FORMS, value_inputs
 from mmaas.core.samples import POINTS, profile_shape, sample_arrays, sample_inputs
 from mmaas.stage.accuracy import accuracy_gate
 from mmaas.stage.generation import generation_gate
 from mmaas.stage.latency import LatencyProbe, latency_gate
+from mmaas.stage.outputs import check_outputs
 
 
 @dataclass(frozen=True)
@@ -113,10 +117,18 @@ def build_model_dir(
             backend=facts,
             build={},
         )
+        loading = time.perf_counter()
         engine = compiler.runtime.load(work, draft)
+        load_ms = round((time.perf_counter() - loading) * 1000, 3)
+        points = check_profile(engine, request.model)
+        warnings = check_outputs(request.model, points, (checks or Checks()).stated_outputs)
+        for warning in warnings:
+            progress(f"warning: {warning}")
         report = {
             "compile": dict(result.report),
-            "profile_check": check_profile(engine, request.model),
+            "load_ms": load_ms,  # one instance, on the builder: what startup probes scale
+            "profile_check": points,
+            "warnings": warnings,
             **run_gates(
                 engine, request, checks or Checks(), samples, compiler.latency_probe(work, draft)
             ),
@@ -190,9 +202,7 @@ def check_profile(engine: Engine, model: ModelInfo) -> list[dict[str, Any]]:
         except Exception as exc:  # the back end's own error type
             raise BuildError(
                 f"profile check failed at the {point} shapes ({described}): {exc}",
-                hint="the engine does not run over the optimization profile in model.yaml; "
-                "narrow the profile or fix the export so it holds for every shape "
-                "between min and max",
+                hint=_failure_hint(model),
             ) from exc
         checks.append(
             {
@@ -203,6 +213,25 @@ def check_profile(engine: Engine, model: ModelInfo) -> list[dict[str, Any]]:
             }
         )
     return checks
+
+
+def _failure_hint(model: ModelInfo) -> str:
+    """What to change when the engine fails over the profile: the integer inputs' values
+    first (random 0..7 unless ``sample_values`` says otherwise), then the profile."""
+    shapes = (
+        "narrow the profile in model.yaml or fix the export so it holds for every shape "
+        "between min and max"
+    )
+    named = value_inputs(model.inputs)
+    if not named:
+        return f"the engine does not run at these shapes with random inputs; {shapes}"
+    listed = ", ".join(repr(name) for name in named)
+    return (
+        f"the engine ran on random values: integers 0..7 for {listed}; if an input's values "
+        f"matter (a sample rate, a length, an index), give them under sample_values in "
+        f"model.yaml, e.g. inputs: [{{name: {named[0]!r}, sample_values: 16000}}] "
+        f"({FORMS}); otherwise {shapes}"
+    )
 
 
 def progress(message: str) -> None:

@@ -25,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from mmaas.backends import BoundEngine, Engine, bound_engine
+from mmaas.backends import Engine
+from mmaas.backends.bound import BoundEngine, bound_engine
 from mmaas.core import decoder
 from mmaas.core.errors import BuildError
 from mmaas.core.manifest import ModelInfo

@@ -14,7 +14,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
-from mmaas.backends import bound_engine
+from mmaas.backends.bound import bound_engine
 from mmaas.backends.onnxruntime.runtime import OnnxRuntimeEngine
 
 

@@ -87,12 +87,16 @@ def test_stages_and_layer_order(ppocr_models: dict[str, Path]) -> None:
             "COPY wheels/runtime/",
             "COPY --from=builder /opt/mmaas/model/manifest.json",
             "mmaas.core.model_dir /opt/mmaas/model",
+            "mmaas.core.image_seal /opt/mmaas/model /opt/mmaas",
             "LABEL",
             "USER 10001",
         )
     ]
     assert order == sorted(order)
-    assert instructions(text)[-2:] == ["USER 10001", 'ENTRYPOINT ["python", "-m", "mmaas.server"]']
+    assert instructions(text)[-2:] == [
+        "USER 10001",
+        'ENTRYPOINT ["python", "-I", "-B", "-u", "-m", "mmaas.server"]',
+    ]
 
 
 def test_compile_build_is_the_builder_stage_and_checks_gpu_before_trtexec(ppocr_models) -> None:

@@ -19,6 +19,7 @@ import pytest
 from docker_fixtures import Container, run_container, wait_for_grpc_serving
 from mmaas.core import proc
 
+KEY = "sk-image-test"
 FILES = ("model.yaml", "qwen2_vl_vision.onnx", "qwen2_vl_language.onnx", "runtime.json",
          "tokenizer.json", "embed_tokens.npy", "language_gate.npz")  # fmt: skip
 
@@ -58,8 +59,11 @@ def built(
 
 @pytest.fixture(scope="package")
 def server(docker_cli: list[str], built: str) -> Iterator[Container]:
-    """One container of the image, serving gRPC on a free loopback port; stopped after."""
-    with run_container(docker_cli, built, ports=[8001]) as container:
+    """One container of the image, serving gRPC (first) and HTTP on free loopback ports,
+    the OpenAI routes asking :data:`KEY`, fetching pictures from its own loopback (where
+    the tests serve some); stopped after."""
+    env = {"MMAAS_OPENAI_API_KEY": KEY, "MMAAS_FETCH_ALLOW": "127.0.0.1"}
+    with run_container(docker_cli, built, env=env, ports=[8001, 8000]) as container:
         wait_for_grpc_serving(container.port, timeout=120, container=container)
         yield container
 

@@ -105,7 +105,20 @@ def test_every_bad_request_gets_invalid_argument_and_the_server_keeps_serving(
             text(),
             ("max_tokens", "INT32", np.array([1, 2], np.int32)),
         ],
-        r"missing input 'text_input'": [("max_tokens", "INT32", one)],
+        r"send the question as text_input or the conversation as messages": [
+            ("max_tokens", "INT32", one)
+        ],
+        r"input 'messages': not UTF-8 JSON": [("messages", "BYTES", np.array([b"{"], object))],
+        r"input 'messages': messages\[0\]: role 'robot' is not one the chat template takes": [
+            ("messages", "BYTES", np.array([b'[{"role": "robot", "content": "hi"}]'], object))
+        ],
+        r"1 image parts, but the 'image' input holds 0 pictures": [
+            (
+                "messages",
+                "BYTES",
+                np.array([b'[{"role": "user", "content": [{"type": "image"}]}]'], object),
+            )
+        ],
         r"holds the reserved token <\|image_pad\|>": [text("see <|image_pad|>")],
     }
     for message, tensors in cases.items():

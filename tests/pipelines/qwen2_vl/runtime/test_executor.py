@@ -13,13 +13,14 @@ import numpy as np
 import pytest
 
 from mmaas.core.errors import InputError
+from mmaas.pipelines.qwen2_vl.runtime.budget import DecodeBudget
 from mmaas.pipelines.qwen2_vl.runtime.executor import GenerationExecutor
 
 from .conftest import PAIR, PROMPTS, Loop
 from .test_generation import reference_ids
 
 pytestmark = pytest.mark.slow
-OUTPUTS = ["text_output", "output_ids"]
+OUTPUTS = ["text_output", "output_ids", "finish_reason", "num_input_tokens"]
 
 
 def inputs(text: str, images=(), **scalars) -> dict[str, np.ndarray]:
@@ -43,7 +44,9 @@ def running(qwen_vl_export):
 
 @pytest.fixture
 def executor(running):
-    executor = GenerationExecutor(running.generator, running.scheduler, running.metrics)
+    executor = GenerationExecutor(
+        running.generator, running.scheduler, running.metrics, DecodeBudget(1 << 30)
+    )
     executor.start()
     return executor
 
@@ -92,6 +95,38 @@ def test_the_stream_equals_the_unary_answer(executor, pictures) -> None:
     assert text == unary["text_output"][0]
     assert [r.final for r in responses] == [False] * 23 + [True]
     assert unary["output_ids"].dtype == np.int32
+    assert [r.outputs["finish_reason"][0] for r in responses] == [b""] * 23 + [b"length"]
+    assert unary["finish_reason"].tolist() == [b"length"]
+    assert text.decode() == generator_text(executor, unary["output_ids"].tolist())
+
+
+def generator_text(executor, ids) -> str:
+    return executor.generator.tokenizer.decode(ids, skip_special_tokens=True)
+
+
+def test_a_stop_string_ends_the_answer_before_it(executor, pictures) -> None:
+    """C37: greedy, a stop string from the middle of the answer spanning two tokens: the
+    streamed text joined equals the unary text, which ends just before it; finish_reason
+    stop; the ids end with the token that completed it."""
+    arrays = inputs(PROMPTS[0], [pictures["rocket.jpg"]], max_tokens=40)
+    plain = asyncio.run(executor.infer(arrays, OUTPUTS, None))
+    ids = plain["output_ids"].tolist()
+    pieces = [generator_text(executor, ids[:n]) for n in range(len(ids) + 1)]
+    cut = next(
+        n
+        for n in range(4, len(ids))
+        if len(pieces[n]) - len(pieces[n - 1]) >= 1 and len(pieces[n + 1]) - len(pieces[n]) >= 1
+    )
+    stop = pieces[cut][-1] + pieces[cut + 1][len(pieces[cut])]  # last char + next token's first
+    arrays["stop"] = np.array([stop.encode()], dtype=object)
+    streamed = asyncio.run(stream(executor, arrays))
+    unary = asyncio.run(executor.infer(arrays, OUTPUTS, None))
+    joined = b"".join(r.outputs["text_output"][0] for r in streamed).decode()
+    assert joined == unary["text_output"][0].decode()
+    expected = pieces[-1][: pieces[-1].index(stop)]
+    assert joined == expected and stop not in joined
+    assert unary["finish_reason"].tolist() == [b"stop"]
+    assert [r.final for r in streamed][-1] and not any(r.final for r in streamed[:-1])
 
 
 def test_a_client_that_leaves_stops_its_generation(executor, pictures) -> None:

@@ -1,8 +1,12 @@
 """Reading the Triton LLM inputs: absent optional inputs take the documented defaults, scalars
-become Python numbers, and malformed values are refused naming the input. (A JSON client's
-base64 data URL is decoded to the picture's bytes by HTTP generate, before the pipeline.)"""
+become Python numbers, and malformed values are refused naming the input; the ``messages``
+conversation (or ``text_input`` as one user turn), each malformed message refused naming
+its element. (A JSON client's base64 data URL is decoded to the picture's bytes by HTTP
+generate, before the pipeline.)"""
 
 from __future__ import annotations
+
+import json
 
 import numpy as np
 import pytest
@@ -34,6 +38,83 @@ def test_text_that_is_not_utf8_is_refused() -> None:
 
 
 def test_outputs_follow_the_interface_datatypes() -> None:
-    outputs = token_outputs("é", [1, 2])
+    outputs = token_outputs("é", [1, 2], "length", 9)
     assert outputs["text_output"].tolist() == ["é".encode()]
     assert outputs["output_ids"].dtype == np.int32
+    assert outputs["finish_reason"].tolist() == [b"length"]
+    assert outputs["num_input_tokens"].tolist() == [9]
+    assert token_outputs("", [3], None, 9)["finish_reason"].tolist() == [b""]
+
+
+def test_stop_strings_are_read_and_an_empty_one_is_refused() -> None:
+    stops = np.array([b"\n\n", "é".encode()], dtype=object)
+    assert read_request({**text(), "stop": stops}).stop == ("\n\n", "é")
+    with pytest.raises(InputError, match="input 'stop' element 1: an empty stop string"):
+        read_request({**text(), "stop": np.array([b"x", b""], dtype=object)})
+    with pytest.raises(InputError, match="input 'stop' element 0: not UTF-8"):
+        read_request({**text(), "stop": np.array([b"\xff"], dtype=object)})
+
+
+def messages(value: object) -> dict[str, np.ndarray]:
+    raw = value if isinstance(value, bytes) else json.dumps(value).encode()
+    return {"messages": np.array([raw], dtype=object)}
+
+
+def test_text_input_is_one_user_turn_after_its_pictures() -> None:
+    request = read_request({**text(), "image": np.array([b"a", b"b"], dtype=object)})
+    assert request.conversation.turns == (("user", (None, None, "Hi")),)
+    assert request.conversation.source == "text_input"
+
+
+def test_messages_are_read_in_order() -> None:
+    document = [
+        {"role": "system", "content": "Terse."},
+        {"role": "user", "content": [{"type": "text", "text": "A"}, {"type": "image"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "B"}]},
+    ]
+    request = read_request({**messages(document), "max_tokens": np.array([3], np.int32)})
+    assert request.conversation.turns == (
+        ("system", ("Terse.",)), ("user", ("A", None)), ("assistant", ("B",)),
+    )  # fmt: skip
+    assert request.conversation.source == "messages" and request.conversation.images == 1
+    assert request.max_tokens == 3
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        (b"\xff", r"input 'messages': not UTF-8 JSON"),
+        (b"{not json", r"input 'messages': not UTF-8 JSON"),
+        ([], "input 'messages': must be a non-empty JSON list"),
+        ({"role": "user"}, "input 'messages': must be a non-empty JSON list"),
+        ([1], r"'messages': messages\[0\]: must be an object with role and content"),
+        ([{"role": 0, "content": "x"}], r"messages\[0\].role: must be a string, got 0"),
+        ([{"role": "user", "content": None}], r"messages\[0\].content: must be a string or"),
+        ([{"role": "user", "content": "x", "name": "a"}], r"messages\[0\].name: unknown key"),
+        ([{"role": "user", "content": [{"type": "text", "text": 0}]}],
+         r"messages\[0\].content\[0\]: must be \{\"type\": \"text\""),
+        ([{"role": "user", "content": [{"type": "image_url", "image_url": "x"}]}],
+         r"messages\[0\].content\[0\]: must be"),
+        ([{"role": "user", "content": [{"type": "image", "image": "x"}]}],
+         r"messages\[0\].content\[0\]: must be"),
+    ],
+)  # fmt: skip
+def test_malformed_messages_are_refused_naming_the_element(document, message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        read_request(messages(document))
+
+
+def test_one_of_text_input_and_messages() -> None:
+    both = {**text(), **messages([{"role": "user", "content": "x"}])}
+    for inputs in (both, {}):
+        with pytest.raises(InputError, match="text_input or the conversation as messages"):
+            read_request(inputs)
+
+
+def test_penalties_and_logprobs_are_read() -> None:
+    inputs = {**text(), "presence_penalty": np.array([0.5], np.float32),
+              "frequency_penalty": np.array([-1.0], np.float32),
+              "logprobs": np.array([3], np.int32)}  # fmt: skip
+    params = read_request(inputs).sampling(5)
+    assert (params.presence_penalty, params.frequency_penalty, params.logprobs) == (0.5, -1.0, 3)
+    assert read_request(text()).sampling(5).logprobs is None

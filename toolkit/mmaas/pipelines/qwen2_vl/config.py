@@ -3,16 +3,16 @@ as one typed, frozen model that the converter writes (:meth:`RuntimeConfig.write
 spec check and the runtime read (:meth:`RuntimeConfig.read`). Dataclasses and json only:
 the runtime image has no pydantic.
 
-Schema 1, keys in this order (the file is ``json.dumps(indent=2)`` plus a newline):
+Schema 2, keys in this order (the file is ``json.dumps(indent=2)`` plus a newline):
 
 | key | type | what |
 | --- | --- | --- |
-| ``schema`` | int | 1; another number is refused (re-convert) |
+| ``schema`` | int | 2; another number is refused (re-convert) |
 | ``files`` | {name: sha256 hex} | the two graphs, embed_tokens.npy, tokenizer.json as converted |
 | ``image`` | :class:`ImageSettings` | the image processor's settings (preprocessor_config.json) |
 | ``tokens`` | :class:`Tokens` | special-token ids, stop ids, tokens refused in user text |
-| ``prompt`` | :class:`Prompt` | the chat template rendered into prefix, image part, suffix |
-| ``prompt_proved_images`` | int | the split was proved equal to the template for 0..n images |
+| ``prompt`` | :class:`ChatTemplate` | the chat template's turn structure |
+| ``prompt_proved_images`` | int | it was proved equal to the template for 0..n pictures |
 | ``generation`` | :class:`Generation` | generation_config.json's repetition penalty |
 | ``language`` | :class:`LanguageDims` | the language engine's dimensions |
 | ``exporter`` | str | sha256 of the converter's code (``mmaas convert --if-stale``) |
@@ -26,6 +26,7 @@ batch) are not here: the runtime reads them from the built engines' manifest ent
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields, is_dataclass
 from pathlib import Path
 from typing import Any, TypeVar, get_args, get_origin, get_type_hints
@@ -33,9 +34,11 @@ from typing import Any, TypeVar, get_args, get_origin, get_type_hints
 from mmaas.core.errors import IntegrityError
 from mmaas.core.files import atomic_write_text
 
-SCHEMA = 1
+SCHEMA = 2
+MAX_STOPS = 4  # stop strings per request (OpenAI's limit): the served ``stop`` input's max
 FIX = "convert the checkpoint again (`mmaas convert qwen2-vl OUT_DIR`) and rebuild"
 T = TypeVar("T")
+Turn = tuple[str, Sequence["str | None"]]  # (role, parts): a text, or None for a picture
 # JSON's names of the types a field may hold, for errors
 NAMES = {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
          list: "a list", dict: "an object", type(None): "null"}  # fmt: skip
@@ -77,13 +80,41 @@ class Tokens:
 
 
 @dataclass(frozen=True)
-class Prompt:
-    """The chat template for one user turn of n images then text, with the generation
-    prompt: ``prefix + image * n + text + suffix``."""
+class ChatTemplate:
+    """The checkpoint's chat template as its turn structure (Qwen2-VL's, ChatML), which
+    renders a conversation as ``apply_chat_template(messages, add_generation_prompt=True)``
+    does:
 
-    prefix: str
+    * each message is ``turn_start + role + role_end + content + turn_end``, its content
+      the text parts and ``image`` per picture, in the order given (a string content is
+      one text part);
+    * when the first message's role is not ``system``, a system turn holding
+      ``default_system`` comes first;
+    * then ``generation`` (the assistant turn the answer continues).
+
+    ``roles``: the roles the template takes (others are refused)."""
+
+    roles: tuple[str, ...]
+    turn_start: str
+    role_end: str
+    turn_end: str
+    default_system: str
     image: str
-    suffix: str
+    generation: str
+
+    def render(self, turns: Sequence[Turn]) -> str:
+        """The prompt text of ``turns``: (role, parts), each part a text or None for a
+        picture (rendered as :attr:`image`)."""
+        out = []
+        if not turns or turns[0][0] != "system":
+            out.append(self.turn_start + "system" + self.role_end + self.default_system)
+            out.append(self.turn_end)
+        for role, parts in turns:
+            out.append(self.turn_start + role + self.role_end)
+            out.extend(self.image if part is None else part for part in parts)
+            out.append(self.turn_end)
+        out.append(self.generation)
+        return "".join(out)
 
 
 @dataclass(frozen=True)
@@ -112,7 +143,7 @@ class RuntimeConfig:
     files: dict[str, str]
     image: ImageSettings
     tokens: Tokens
-    prompt: Prompt
+    prompt: ChatTemplate
     prompt_proved_images: int
     generation: Generation
     language: LanguageDims

@@ -17,14 +17,15 @@ runtime.json as assets (all written by ``mmaas convert qwen2-vl``)::
 Checks (every problem at once, under ``pipeline.settings``): the engines and assets are
 there with the tensors the runtime feeds (:mod:`mmaas.core.decoder`); the language
 profile's min, opt and max points are each consistent (one batch size, position_ids
-[3, batch, seq]) so that the build's profile check runs real shapes;
-the settings fit the profiles (sequences, decode batches, patch buckets); the image embeddings'
-width is the language width; runtime.json is schema 1, describes these engines (layers,
-kv heads, head dim, vocabulary), pins the tokenizer and embedding table given as assets,
-and its chat template was proved for as many images as the vision profile takes.
+[3, batch, seq]) so that the build's profile check runs real shapes; the settings fit the
+profiles (sequences, decode batches, patch buckets); the image embeddings' width is the
+language width; runtime.json is of the schema this mmaas reads, describes these engines
+(layers, kv heads, head dim, vocabulary), pins the tokenizer and embedding table given as
+assets, and its chat template was proved for as many images as the vision profile takes.
 
-The served signature is Triton's LLM interface (text_input, image, max_tokens, temperature,
-top_p, top_k, seed, stream -> text_output, output_ids): see
+The served signature is Triton's LLM interface (text_input or messages, image, max_tokens,
+temperature, top_p, top_k, seed, presence_penalty, frequency_penalty, logprobs, stop,
+stream -> text_output, output_ids, finish_reason, num_input_tokens, output_logprobs): see
 :mod:`mmaas.pipelines.qwen2_vl.runtime.request`.
 """
 
@@ -37,12 +38,14 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field
 
 from mmaas.core.manifest import ModelInfo, TensorInfo
+from mmaas.pipelines.qwen2_vl.config import MAX_STOPS
 from mmaas.pipelines.qwen2_vl.spec_checks import check_assets, check_engines, check_settings
 from mmaas.spec.pipeline import PipelineSignature
 from mmaas.spec.yamlio import KeyPath
 
 SCALARS = {"max_tokens": "INT32", "temperature": "FP32", "top_p": "FP32", "top_k": "INT32",
-           "seed": "INT32", "stream": "BOOL"}  # fmt: skip
+           "seed": "INT32", "presence_penalty": "FP32", "frequency_penalty": "FP32",
+           "logprobs": "INT32", "stream": "BOOL"}  # fmt: skip
 
 
 class Qwen2VLSettings(BaseModel):
@@ -101,12 +104,17 @@ class Qwen2VLKind:
         max_images = grid.max[0] if grid.max else 1
         one = (1,)
         inputs = [
-            TensorInfo("text_input", "BYTES", one, one, one, one),
+            TensorInfo("text_input", "BYTES", one, one, one, one, optional=True),
+            TensorInfo("messages", "BYTES", one, one, one, one, optional=True),
             TensorInfo("image", "BYTES", (-1,), (0,), (1,), (max_images,), optional=True),
+            TensorInfo("stop", "BYTES", (-1,), (0,), (1,), (MAX_STOPS,), optional=True),
         ]
         inputs += [TensorInfo(n, d, one, one, one, one, optional=True) for n, d in SCALARS.items()]
         outputs = (
             TensorInfo("text_output", "BYTES", one),
             TensorInfo("output_ids", "INT32", (-1,)),
+            TensorInfo("finish_reason", "BYTES", one),
+            TensorInfo("num_input_tokens", "INT32", one),
+            TensorInfo("output_logprobs", "BYTES", (-1,)),
         )
         return PipelineSignature(inputs=tuple(inputs), outputs=outputs, max_batch_size=0)

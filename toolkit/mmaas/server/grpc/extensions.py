@@ -1,8 +1,7 @@
-"""The Triton extensions of ``GRPCInferenceService`` beyond inference: system shared memory
-(:mod:`mmaas.server.protocol.shm`), CUDA shared memory (refused:
-:func:`~mmaas.server.protocol.shm.cuda_unsupported`; status and unregister answer, empty,
-as perf_analyzer needs), log settings and trace settings
-(:mod:`mmaas.server.log_settings`). Each method converts the message, calls the
+"""The Triton extensions of ``GRPCInferenceService`` beyond inference: system and CUDA
+shared memory (:mod:`mmaas.server.protocol.memory`: registration by shared memory key or
+by CUDA IPC handle; refused, naming why, where CUDA cannot be used), log settings and
+trace settings (:mod:`mmaas.server.log_settings`). Each method converts the message, calls the
 protocol-neutral part, converts back; a refusal's status name becomes the gRPC status.
 """
 
@@ -12,22 +11,24 @@ from typing import Any
 
 from mmaas.server.context import ServerContext
 from mmaas.server.log_settings import trace_settings
-from mmaas.server.protocol.shm import cuda_unsupported
 from mmaas.server.protocol.stubs import grpc_service_pb2 as service_pb2
 
 
 class Extensions:
-    """The extension RPCs over the server's shared memory registry and log settings."""
+    """The extension RPCs over the server's shared memory registries and log settings."""
 
     def __init__(self, context: ServerContext) -> None:
         self.shm = context.shm
         self.logs = context.logs
-        self.backend = context.backend
 
     async def SystemSharedMemoryStatus(self, request: Any) -> Any:
-        """The region ``name`` (NOT_FOUND if unknown), or every region."""
+        """The region ``name`` (NOT_FOUND if unknown), or every region; one unregistered
+        while requests in flight use it is listed until they end (the message has no field
+        to flag it: HTTP status says ``pending``)."""
         response = service_pb2.SystemSharedMemoryStatusResponse()
-        for region in self.shm.status(request.name):
+        for region in self.shm.system.status(request.name):
+            if region.name in response.regions:  # a pending one of a name registered again
+                continue
             response.regions[region.name].CopyFrom(
                 service_pb2.SystemSharedMemoryStatusResponse.RegionStatus(
                     name=region.name,
@@ -40,24 +41,38 @@ class Extensions:
 
     async def SystemSharedMemoryRegister(self, request: Any) -> Any:
         """Map ``[offset, offset + byte_size)`` of the object ``key`` as region ``name``."""
-        self.shm.register(request.name, request.key, request.offset, request.byte_size)
+        self.shm.register_system(request.name, request.key, request.offset, request.byte_size)
         return service_pb2.SystemSharedMemoryRegisterResponse()
 
     async def SystemSharedMemoryUnregister(self, request: Any) -> Any:
-        """Unmap region ``name``, or every region when it is empty."""
-        self.shm.unregister(request.name)
+        """Unregister region ``name``, or every system region when it is empty (unmapped
+        once the requests in flight that use it end)."""
+        self.shm.system.unregister(request.name)
         return service_pb2.SystemSharedMemoryUnregisterResponse()
 
     async def CudaSharedMemoryStatus(self, request: Any) -> Any:
-        """No CUDA region is ever registered: empty (Triton without GPU support)."""
-        return service_pb2.CudaSharedMemoryStatusResponse()
+        """The CUDA region ``name`` (NOT_FOUND if unknown), or every CUDA region."""
+        response = service_pb2.CudaSharedMemoryStatusResponse()
+        for region in self.shm.cuda.status(request.name):
+            if region.name in response.regions:  # a pending one of a name registered again
+                continue
+            response.regions[region.name].CopyFrom(
+                service_pb2.CudaSharedMemoryStatusResponse.RegionStatus(
+                    name=region.name, device_id=region.device_id, byte_size=region.byte_size
+                )
+            )
+        return response
 
     async def CudaSharedMemoryRegister(self, request: Any) -> Any:
-        """Refused: INVALID_ARGUMENT saying why and naming system shared memory."""
-        raise cuda_unsupported(request.name, self.backend)
+        """Map the allocation of ``raw_handle`` (a CUDA IPC handle) as region ``name``."""
+        self.shm.register_cuda(
+            request.name, request.raw_handle, request.device_id, request.byte_size
+        )
+        return service_pb2.CudaSharedMemoryRegisterResponse()
 
     async def CudaSharedMemoryUnregister(self, request: Any) -> Any:
-        """Nothing to unregister: success (perf_analyzer calls it for system shm too)."""
+        """Release CUDA region ``name``, or every CUDA region when it is empty."""
+        self.shm.cuda.unregister(request.name)
         return service_pb2.CudaSharedMemoryUnregisterResponse()
 
     async def LogSettings(self, request: Any) -> Any:

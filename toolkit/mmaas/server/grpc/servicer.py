@@ -17,7 +17,6 @@ from typing import Any, NamedTuple
 
 import grpc
 
-import mmaas
 from mmaas.server.context import ServerContext
 from mmaas.server.dataplane import Failed
 from mmaas.server.grpc.converters import MessageExchange
@@ -28,14 +27,6 @@ from mmaas.server.protocol.stubs import grpc_service_pb2 as service_pb2
 from mmaas.server.status import Unsupported
 
 SERVICE = "inference.GRPCInferenceService"
-# What is honoured (CUDA shared memory and tracing are answered, refused, not listed)
-EXTENSIONS = [
-    "model_configuration",
-    "statistics",
-    "system_shared_memory",
-    "model_repository",
-    "logging",
-]
 
 
 class SizedRequest(NamedTuple):
@@ -74,14 +65,13 @@ class InferenceServicer:
         return service_pb2.ModelReadyResponse(ready=model.ready)
 
     async def ServerMetadata(self, request: Any) -> Any:
-        """Server name ``mmaas``, its version and the KServe v2 extensions it speaks."""
-        return service_pb2.ServerMetadataResponse(
-            name="mmaas", version=mmaas.__version__, extensions=EXTENSIONS
-        )
+        """Server name ``mmaas``, its version and the KServe v2 extensions it speaks
+        (:func:`~mmaas.server.protocol.messages.to_server_metadata`)."""
+        return messages.to_server_metadata()
 
     async def ModelMetadata(self, request: Any) -> Any:
-        """Names, datatypes and shapes (-1 = dynamic, batch axis included), and every
-        version string the model answers to."""
+        """Names, datatypes and shapes (-1 = dynamic, batch axis included), and the
+        version it reports."""
         model = self.plane.lookup(request.name, request.version)
         return messages.to_metadata(model)
 

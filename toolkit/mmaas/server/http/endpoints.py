@@ -14,24 +14,12 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
-import mmaas
 from mmaas.server.dataplane import DataPlane
 from mmaas.server.http.errors import answer, json_response
 from mmaas.server.http.protojson import to_json
 from mmaas.server.protocol import messages
 from mmaas.server.repository import ServedModel
 
-# Triton's extension names (ServerMetadata) for what this front end honours: gRPC's list
-# plus the HTTP-only ones (CUDA shared memory and tracing are answered, refused, not listed)
-EXTENSIONS = (
-    "binary_tensor_data",
-    "model_configuration",
-    "statistics",
-    "model_repository",
-    "system_shared_memory",
-    "logging",
-    "generate",
-)
 CACHE_STATS = ("cache_hit", "cache_miss")
 
 
@@ -53,9 +41,7 @@ class Endpoints:
 
     async def server_metadata(self, request: Request) -> Response:
         """``GET /v2``: KServe v2 ``$metadata_server_response``."""
-        return json_response(
-            {"name": "mmaas", "version": mmaas.__version__, "extensions": list(EXTENSIONS)}
-        )
+        return json_response(to_json(messages.to_server_metadata()))
 
     async def model_ready(self, request: Request) -> Response:
         """``GET /v2/models/{m}[/versions/{v}]/ready``: 200, 503 not ready, 404 unknown."""

@@ -16,9 +16,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from mmaas.server.dataplane import DataPlane, Failed
+from mmaas.server.http.binary_header import HEADER, header_length
 from mmaas.server.http.body import read_body
 from mmaas.server.http.errors import JSON, failure_response
-from mmaas.server.http.request import HEADER, header_length, parse_body, raw_body
+from mmaas.server.http.request import parse_body, raw_body
 from mmaas.server.http.response import encode_response
 from mmaas.server.protocol.types import InferRequest, InferResponse
 from mmaas.server.repository import ServedModel
@@ -41,7 +42,7 @@ class BodyExchange:
             InvalidArgument: a malformed JSON header or binary part.
         """
         data = await read_body(self.request, model, self.read_timeout_s)
-        json_length = header_length(self.request.headers.get(HEADER), len(data))
+        json_length = header_length(self.request.headers.getlist(HEADER), len(data))
         return raw_body(model.info, data) if json_length == 0 else parse_body(data, json_length)
 
     def write(self, model: ServedModel, request: InferRequest, response: InferResponse) -> Response:

@@ -23,6 +23,7 @@ import orjson
 
 from mmaas.core.datatypes import NUMPY_BY_DATATYPE
 from mmaas.core.manifest import ModelInfo
+from mmaas.server.http.binary_header import HEADER, header_note
 from mmaas.server.protocol.codec import encode_bytes, numpy_dtype
 from mmaas.server.protocol.shm import tensor_ref
 from mmaas.server.protocol.types import (
@@ -39,29 +40,7 @@ from mmaas.server.protocol.types import (
 )
 from mmaas.server.status import InvalidArgument
 
-HEADER = "Inference-Header-Content-Length"
 BINARY_OUTPUT = "binary_data_output"
-
-
-def header_length(value: str | None, body_size: int) -> int | None:
-    """The JSON header's byte length from ``Inference-Header-Content-Length`` (None when
-    the header is absent: the whole body is JSON).
-
-    Raises:
-        InvalidArgument: not an integer, or outside 0..``body_size``.
-    """
-    if value is None:
-        return None
-    try:
-        length = int(value.strip())
-    except ValueError:
-        raise InvalidArgument(f"Unable to parse {HEADER}, got: {value!r}") from None
-    if not 0 <= length <= body_size:
-        raise InvalidArgument(
-            f"{HEADER} is {length}, but the body holds {body_size} bytes: it must be the "
-            f"byte length of the JSON header at the start of the body (0..{body_size})"
-        )
-    return length
 
 
 def parse_body(body: bytes, json_length: int | None) -> InferRequest:
@@ -76,8 +55,14 @@ def parse_body(body: bytes, json_length: int | None) -> InferRequest:
     try:
         document = orjson.loads(text)
     except orjson.JSONDecodeError as exc:
-        hint = "" if json_length is not None else f" (binary tensor data needs the {HEADER} header)"
-        raise InvalidArgument(f"the request body is not valid JSON: {exc}{hint}") from None
+        if json_length is None:
+            hint = f" (binary tensor data needs the {HEADER} header)"
+            raise InvalidArgument(f"the request body is not valid JSON: {exc}{hint}") from None
+        raise InvalidArgument(
+            f"the first {json_length} bytes of the body ({header_note(json_length, len(body))})"
+            f" are not one JSON object: {exc}; {HEADER} must be the JSON header's exact byte "
+            "length (a smaller value cuts the JSON, a larger one runs into the binary data)"
+        ) from None
     if not isinstance(document, dict):
         raise InvalidArgument(
             f"the request JSON must be an object with 'inputs', got {type(document).__name__}"
@@ -100,10 +85,11 @@ def parse_body(body: bytes, json_length: int | None) -> InferRequest:
         inputs.append(tensor)
         offset += used
     if offset != len(binary):
+        where = "" if json_length is None else f"; {header_note(json_length, len(body))}"
         raise InvalidArgument(
             f"unexpected additional input data: {len(binary) - offset} bytes after the "
             "binary data of the inputs (the binary_data_size values add up to "
-            f"{offset}; {HEADER} says where the binary part starts)"
+            f"{offset}; {HEADER} says where the binary part starts{where})"
         )
     return InferRequest(
         id=request_id,
@@ -126,7 +112,7 @@ def raw_body(info: ModelInfo, body: bytes) -> InferRequest:
     """
     if len(info.inputs) != 1:
         raise InvalidArgument(
-            f"a raw binary request ({HEADER}: 0) needs a model with one input; "
+            f"a raw binary request ({header_note(0, len(body))}) needs a model with one input; "
             f"{info.name!r} takes {len(info.inputs)}: send a JSON header describing them"
         )
     tensor = info.inputs[0]
@@ -140,7 +126,7 @@ def raw_body(info: ModelInfo, body: bytes) -> InferRequest:
     dynamic = [axis for axis, dim in enumerate(shape) if dim < 0]
     if len(dynamic) > 1:
         raise InvalidArgument(
-            f"a raw binary request ({HEADER}: 0) cannot tell the shape of input "
+            f"a raw binary request ({header_note(0, len(body))}) cannot tell the shape of input "
             f"{tensor.name!r} {list(tensor.shape)}: it has {len(dynamic)} dynamic dims "
             "besides the batch axis; send a JSON header with the shape"
         )
@@ -151,7 +137,7 @@ def raw_body(info: ModelInfo, body: bytes) -> InferRequest:
         )
         if not step or len(data) % step:
             raise InvalidArgument(
-                f"a raw binary request of {len(data)} bytes does not fill input "
+                f"a raw binary request ({header_note(0, len(body))}) does not fill input "
                 f"{tensor.name!r} {list(tensor.shape)} of {tensor.datatype} ({step} bytes "
                 "per step of its dynamic dim)"
             )

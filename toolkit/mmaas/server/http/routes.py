@@ -1,6 +1,8 @@
 """The Starlette app of the HTTP front end: Triton's URL layout (``src/http_server.cc``)
 for what mmaas serves; any other path is 404 and a wrong method 405, both with a KServe
 error body ``{"error"}``, and a bug is a logged 500 with one, never a bare page.
+``Inference-Header-Content-Length`` on any endpoint but ``/infer`` is a 400
+(:class:`~mmaas.server.http.binary_header.BinaryHeaderGuard`).
 
 Model URLs take an optional ``/versions/{v}`` (the data plane decides which versions
 the model answers to, as for gRPC's ``model_version``).
@@ -8,14 +10,16 @@ the model answers to, as for gRPC's ``model_version``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.routing import BaseRoute, Route
 
 from mmaas.server.context import ServerContext
+from mmaas.server.http.binary_header import BinaryHeaderGuard
 from mmaas.server.http.control import ControlEndpoints
 from mmaas.server.http.endpoints import Endpoints
 from mmaas.server.http.errors import http_exception, server_error
@@ -26,10 +30,13 @@ from mmaas.server.http.shm import SharedMemoryEndpoints
 MODEL_PREFIXES = ("/v2/models/{model}", "/v2/models/{model}/versions/{version}")
 
 
-def create_app(context: ServerContext, read_timeout_s: float) -> Starlette:
+def create_app(
+    context: ServerContext, read_timeout_s: float, extra: Sequence[BaseRoute] = ()
+) -> Starlette:
     """The ASGI app over the server's shared parts (``context``: repository, data plane,
     shared memory, model control, log settings; ``read_timeout_s``: seconds a
-    request body may take to arrive)."""
+    request body may take to arrive; ``extra``: routes of other front ends on this port,
+    e.g. the OpenAI-compatible ones, mounted by the server's app)."""
     plane = context.plane
     endpoints = Endpoints(plane)
     control = ControlEndpoints(context)
@@ -45,7 +52,7 @@ def create_app(context: ServerContext, read_timeout_s: float) -> Starlette:
         Route("/v2/repository/models/{model}/unload", control.unload, methods=["POST"]),
         Route("/v2/logging", control.logging, methods=["GET", "POST"]),
         Route("/v2/trace/setting", control.trace, methods=["GET", "POST"]),
-        *_shared_memory_routes(SharedMemoryEndpoints(context.shm, context.backend)),
+        *_shared_memory_routes(SharedMemoryEndpoints(context.shm)),
     ]
     per_model: list[tuple[str, Callable[..., Any], list[str]]] = [
         ("", endpoints.metadata, ["GET"]),
@@ -59,8 +66,10 @@ def create_app(context: ServerContext, read_timeout_s: float) -> Starlette:
     ]
     for prefix in MODEL_PREFIXES:
         routes += [Route(prefix + tail, call, methods=methods) for tail, call, methods in per_model]
+    routes += extra
     return Starlette(
         routes=routes,
+        middleware=[Middleware(BinaryHeaderGuard)],
         exception_handlers={HTTPException: http_exception, Exception: server_error},
     )
 

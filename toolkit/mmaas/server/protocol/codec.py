@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from mmaas.core.cuda import DeviceArray
 from mmaas.core.datatypes import NUMPY_BY_DATATYPE, cast_checked, from_numpy, is_floating
 from mmaas.core.errors import InputError
 from mmaas.server.protocol.types import InferInput
@@ -60,17 +61,43 @@ def from_raw(tensor: InferInput, raw: bytes | memoryview, source: str = "") -> n
         InvalidArgument: unknown datatype, a negative dim, a byte count other than shape x
             element size, or malformed BYTES (see :func:`decode_bytes`).
     """
-    where, dtype, shape = _header(tensor)
-    count = math.prod(shape)
     if tensor.datatype == "BYTES":
-        return _object_array(decode_bytes(raw, count, where + source), shape)
-    expected = count * dtype.itemsize
-    if len(raw) != expected:
+        where, _, shape = _header(tensor)
+        return _object_array(decode_bytes(raw, math.prod(shape), where + source), shape)
+    _, dtype, shape = _check_byte_count(tensor, len(raw), source)
+    return np.frombuffer(raw, dtype=dtype.newbyteorder("<")).reshape(shape)
+
+
+def from_device(tensor: InferInput, raw: DeviceArray, source: str) -> np.ndarray | DeviceArray:
+    """``tensor``'s array from its bytes in device memory (a CUDA shared memory region):
+    the same device memory viewed with the tensor's dtype and shape (no copy), or for
+    BYTES, parsed on the host.
+
+    Raises:
+        InvalidArgument: as :func:`from_raw`.
+    """
+    if tensor.datatype == "BYTES":
+        return from_raw(tensor, raw.to_host().data, source)
+    _, dtype, shape = _check_byte_count(tensor, raw.nbytes, source)
+    return DeviceArray(raw.pointer, shape, dtype, raw.device, raw.owner)
+
+
+def _check_byte_count(
+    tensor: InferInput, held: int, source: str
+) -> tuple[str, np.dtype, tuple[int, ...]]:
+    """``_header(tensor)`` once ``held`` bytes are what its fixed-size shape needs.
+
+    Raises:
+        InvalidArgument: another byte count (or a bad header).
+    """
+    where, dtype, shape = _header(tensor)
+    expected = math.prod(shape) * dtype.itemsize
+    if held != expected:
         raise InvalidArgument(
-            f"{where}: the data{source} holds {len(raw)} bytes, but shape {list(shape)} of "
+            f"{where}: the data{source} holds {held} bytes, but shape {list(shape)} of "
             f"{tensor.datatype} ({dtype.itemsize} bytes each) needs {expected}"
         )
-    return np.frombuffer(raw, dtype=dtype.newbyteorder("<")).reshape(shape)
+    return where, dtype, shape
 
 
 def from_values(tensor: InferInput, values: Sequence[Any]) -> np.ndarray:

@@ -6,35 +6,78 @@ messages: gRPC as they are, HTTP printed as JSON (:mod:`mmaas.server.http.protoj
 the Triton export writes the config (:mod:`mmaas.export.triton`).
 
 Triton conventions kept: ``platform`` is the back end's (its runtime part says:
-``onnxruntime_onnx``, ``tensorrt_plan``), so is the instance group kind (CPU, GPU);
-ModelConfig ``dims`` leave out the batch axis when ``max_batch_size > 0``; BYTES is
-``TYPE_STRING``; statistics durations are cumulative nanoseconds.
+``onnxruntime_onnx``, ``tensorrt_plan``), the instance group kind (CPU, GPU, with its
+``gpus``) is where the loaded instances run; ModelConfig ``dims`` leave out the batch axis
+when ``max_batch_size > 0``; BYTES is ``TYPE_STRING``; statistics durations are cumulative
+nanoseconds. Scalars as Triton declares them (``model_configuration.md``, "Reshape"; its
+ONNX Runtime back end takes no empty ``dims``): a tensor with no dims besides the batch
+axis (a rank-0 one without batching) is advertised with one dim of 1, ModelConfig ``dims:
+[1]`` and ``reshape { shape: [] }``, metadata ``[1]`` (``[-1, 1]`` batched):
+:func:`advertised_shape` is that rule, which the request path (a request may send either
+shape) and the Triton export share. An input's ``sample_values`` travel in ModelConfig
+``parameters`` (:data:`~mmaas.core.sample_values.CONFIG_PARAMETER`: JSON by input name)
+for load tools (``mmaas bench``).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
+import mmaas
 from mmaas.core.manifest import ModelInfo, TensorInfo
+from mmaas.core.sample_values import CONFIG_PARAMETER
 from mmaas.server.protocol.stubs import grpc_service_pb2 as service_pb2
 from mmaas.server.protocol.stubs import model_config_pb2
 from mmaas.server.repository import ServedModel
 
+# Triton's names of the extensions this server honours, the same list over gRPC
+# (ServerMetadata) and HTTP (GET /v2), as Triton answers both; CUDA shared memory and
+# tracing are answered (refused or empty) but not listed.
+EXTENSIONS = (
+    "model_repository",
+    "model_configuration",
+    "system_shared_memory",
+    "binary_tensor_data",
+    "statistics",
+    "logging",
+    "generate",
+)
+
+
+def advertised_shape(shape: Sequence[int], batched: bool) -> tuple[int, ...]:
+    """The shape a tensor of declared ``shape`` is advertised with (metadata; ModelConfig
+    dims after the batch axis): with no dims besides the batch axis (``batched``: axis 0
+    is it), one dim of 1 is added, Triton's convention for scalars (ModelConfig ``dims:
+    [1]`` with ``reshape { shape: [] }``); any other shape as declared."""
+    batch, dims = (tuple(shape[:1]), tuple(shape[1:])) if batched else ((), tuple(shape))
+    return (*batch, *(dims or (1,)))
+
+
+def to_server_metadata() -> Any:
+    """ServerMetadataResponse: name ``mmaas``, its version and :data:`EXTENSIONS`."""
+    return service_pb2.ServerMetadataResponse(
+        name="mmaas", version=mmaas.__version__, extensions=list(EXTENSIONS)
+    )
+
 
 def to_metadata(model: ServedModel) -> Any:
-    """ModelMetadataResponse: full shapes with ``-1`` for dynamic dims, batch included;
-    ``versions``: every version string the model answers to (Triton's number first)."""
+    """ModelMetadataResponse: full shapes with ``-1`` for dynamic dims, batch included,
+    scalars as :func:`advertised_shape` says;
+    ``versions``: the version the model reports, Triton's number (``["1"]``; the spec's
+    version string is accepted in requests but, as in Triton, not listed)."""
     info, facts = model.info, model.config
+    batched = info.max_batch_size > 0
 
     def tensor(t: TensorInfo) -> Any:
         return service_pb2.ModelMetadataResponse.TensorMetadata(
-            name=t.name, datatype=t.datatype, shape=list(t.shape)
+            name=t.name, datatype=t.datatype, shape=list(advertised_shape(t.shape, batched))
         )
 
     return service_pb2.ModelMetadataResponse(
         name=info.name,
-        versions=list(model.versions),
+        versions=[model.version],
         platform=facts.platform,
         inputs=[tensor(t) for t in info.inputs],
         outputs=[tensor(t) for t in info.outputs],
@@ -42,15 +85,23 @@ def to_metadata(model: ServedModel) -> Any:
 
 
 def to_model_config(model: ServedModel) -> Any:
-    """Triton ModelConfig of the served model (what ``get_model_config`` shows); its
-    version policy serves exactly its version number; ``model_transaction_policy.decoupled``
-    is set for a model that answers with many responses."""
+    """Triton ModelConfig of the served model (what ``get_model_config`` shows): scalars
+    as :func:`advertised_shape` says, with ``reshape``; the inputs' sample values in
+    ``parameters`` (:data:`~mmaas.core.sample_values.CONFIG_PARAMETER`); its version
+    policy serves exactly its version number; ``model_transaction_policy.decoupled`` is
+    set for a model that answers with many responses."""
     info, facts = model.info, model.config
     skip = 1 if info.max_batch_size > 0 else 0
 
     def data_type(t: TensorInfo) -> Any:  # a model_config_pb2.DataType value
         name = "TYPE_STRING" if t.datatype == "BYTES" else f"TYPE_{t.datatype}"
         return model_config_pb2.DataType.Value(name)
+
+    def shape(t: TensorInfo) -> dict[str, Any]:  # dims, and the reshape of a scalar
+        dims = list(advertised_shape(t.shape, skip == 1)[skip:])
+        if len(t.shape) == skip:  # the engine takes it without the dim of 1
+            return {"dims": dims, "reshape": model_config_pb2.ModelTensorReshape(shape=[])}
+        return {"dims": dims}
 
     config = model_config_pb2.ModelConfig(
         name=info.name,
@@ -59,23 +110,25 @@ def to_model_config(model: ServedModel) -> Any:
         max_batch_size=info.max_batch_size,
         input=[
             model_config_pb2.ModelInput(
-                name=t.name, data_type=data_type(t), dims=list(t.shape[skip:]), optional=t.optional
+                name=t.name, data_type=data_type(t), optional=t.optional, **shape(t)
             )
             for t in info.inputs
         ],
         output=[
-            model_config_pb2.ModelOutput(
-                name=t.name, data_type=data_type(t), dims=list(t.shape[skip:])
-            )
+            model_config_pb2.ModelOutput(name=t.name, data_type=data_type(t), **shape(t))
             for t in info.outputs
         ],
         instance_group=[
             model_config_pb2.ModelInstanceGroup(
                 count=facts.instance_count,
                 kind=model_config_pb2.ModelInstanceGroup.Kind.Value(f"KIND_{facts.device_kind}"),
+                gpus=list(facts.gpus),
             )
         ],
     )
+    samples = {t.name: t.sample_values.to_json() for t in info.inputs if t.sample_values}
+    if samples:
+        config.parameters[CONFIG_PARAMETER].string_value = json.dumps(samples, sort_keys=True)
     config.version_policy.specific.versions.append(model.number)
     config.model_transaction_policy.decoupled = facts.decoupled
     if facts.batching:

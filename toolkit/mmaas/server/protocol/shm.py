@@ -9,11 +9,17 @@ then names the region in a tensor's parameters instead of sending the data:
 ``[offset, offset + byte_size)`` of the region; every range is checked against the region
 and the region against its object before any byte is touched. Both front ends (gRPC
 ``SystemSharedMemory*`` RPCs, HTTP ``/v2/systemsharedmemory/...``) call one
-:class:`SystemSharedMemory`; regions are unmapped on unregister and at shutdown
-(:meth:`SystemSharedMemory.close`). Messages follow Triton's
+:class:`SystemSharedMemory`; a region is unmapped on unregister, or when the last request
+in flight that uses it ends (listed as pending until then: the in-flight rule of
+:mod:`mmaas.server.protocol.regions`), and at shutdown. Messages follow Triton's
 (``src/shared_memory_manager.cc``) and also name the offset and sizes at fault.
 
-CUDA shared memory cannot be honoured by the CPU back ends: :func:`cuda_unsupported`.
+The server opens the client's objects in its own ``/dev/shm``: in a container it must
+share the client's IPC namespace (``docker run --ipc=host``, or one Kubernetes pod) and run
+as a user that may read and write them (``docker run --user``, or objects made mode
+0666); the refusals say so.
+
+CUDA regions: :mod:`.cuda_shm`; both kinds under one set of names: :mod:`.memory`.
 """
 
 from __future__ import annotations
@@ -22,12 +28,12 @@ import gc
 import mmap
 import os
 import stat
-import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from mmaas.server.status import AlreadyExists, InvalidArgument, NotFound
+from mmaas.server.protocol.regions import Lease, RegionRegistry
+from mmaas.server.status import InvalidArgument, NotFound
 
 SHM_DIR = Path("/dev/shm")  # where Linux's shm_open keeps its objects
 NAME_MAX = 255
@@ -39,12 +45,14 @@ BYTE_SIZE = "shared_memory_byte_size"
 @dataclass(frozen=True)
 class RegionStatus:
     """A registered region as the status calls report it (Triton's
-    ``SystemSharedMemoryStatusResponse.RegionStatus``): sizes in bytes."""
+    ``SystemSharedMemoryStatusResponse.RegionStatus``): sizes in bytes; ``pending``: it
+    was unregistered while requests in flight use it (mapped until they end)."""
 
     name: str
     key: str
     offset: int
     byte_size: int
+    pending: bool = False
 
 
 @dataclass(frozen=True)
@@ -81,14 +89,15 @@ class _Region:
         # still read by an in-flight request: unmapped when its last array is freed
 
 
-class SystemSharedMemory:
+class SystemSharedMemory(RegionRegistry[_Region]):
     """The server's registry of system shared memory regions (one per server, shared by
-    the front ends; safe to call from any thread)."""
+    the front ends; safe to call from any thread). A request reads and writes through a
+    :class:`SystemLease` (:meth:`lease`), which keeps its regions mapped while it runs
+    (:mod:`mmaas.server.protocol.regions`: the in-flight rule)."""
 
     def __init__(self, directory: Path = SHM_DIR) -> None:
+        super().__init__("system", _missing)
         self.directory = directory
-        self._regions: dict[str, _Region] = {}
-        self._lock = threading.Lock()
 
     def register(self, name: str, key: str, offset: int, byte_size: int) -> None:
         """Map ``[offset, offset + byte_size)`` of the shared memory object ``key`` as
@@ -96,8 +105,9 @@ class SystemSharedMemory:
 
         Raises:
             InvalidArgument: empty name, bad key (empty, ``/`` inside, not a regular file),
-                no such object, negative offset, zero byte size, or a range past the end of
-                the object (its size is named).
+                no such object in this server's ``/dev/shm`` or one it may not open (each
+                says what the deployment needs), negative offset, zero byte size, or a
+                range past the end of the object (its size is named).
             AlreadyExists: ``name`` is registered already.
         """
         if not name:
@@ -108,14 +118,9 @@ class SystemSharedMemory:
                 f"failed to register shared memory region {name!r}: offset {offset} and "
                 f"byte_size {byte_size} must be >= 0 and > 0 bytes"
             )
-        with self._lock:
-            if name in self._regions:
-                raise AlreadyExists(
-                    f"shared memory region {name!r} already in manager (key "
-                    f"{self._regions[name].status.key!r}); unregister it first or pick "
-                    "another name"
-                )
-            fd = self._open(name, key, path)
+
+        def mapped() -> _Region:
+            fd = _open(name, key, path)
             try:
                 size = os.fstat(fd).st_size
                 if offset + byte_size > size:
@@ -124,31 +129,39 @@ class SystemSharedMemory:
                         f"+ byte_size {byte_size} = {offset + byte_size} bytes, but the "
                         f"shared memory object {key!r} holds {size} bytes"
                     )
-                self._regions[name] = _Region(RegionStatus(name, key, offset, byte_size), fd)
+                return _Region(RegionStatus(name, key, offset, byte_size), fd)
             finally:
                 os.close(fd)
 
-    def unregister(self, name: str = "") -> None:
-        """Unmap region ``name``, or every region when ``name`` is empty. Unknown names
-        and an empty registry are fine (Triton answers both with success)."""
-        with self._lock:
-            names = [name] if name else list(self._regions)
-            regions = [self._regions.pop(n) for n in names if n in self._regions]
-        for region in regions:
-            region.close()
+        self._add(name, mapped, key)
 
     def status(self, name: str = "") -> list[RegionStatus]:
-        """The region ``name``, or every region (registration order) when empty.
+        """The region ``name``, or every region (registration order) when empty; regions
+        unregistered while requests in flight use them follow, ``pending``.
 
         Raises:
-            NotFound: no region is registered as ``name``.
+            NotFound: no region is registered (or pending) as ``name``.
         """
-        with self._lock:
-            if not name:
-                return [region.status for region in self._regions.values()]
-            if name not in self._regions:
-                raise NotFound(f"Unable to find system shared memory region: {name!r}")
-            return [self._regions[name].status]
+        return [replace(entry.region.status, pending=entry.pending) for entry in self.entries(name)]
+
+    def lease(self) -> SystemLease:
+        """A new lease for one request (use it as a context manager)."""
+        return SystemLease(self)
+
+    def _path(self, name: str, key: str) -> Path:
+        base = key.lstrip("/")  # shm_open's rule: leading slashes are not part of the name
+        if not base or "/" in base or base in (".", "..") or "\0" in base or len(base) > NAME_MAX:
+            raise InvalidArgument(
+                f"cannot register shared memory region {name!r} - invalid shm key {key!r}: "
+                "a key is one POSIX shared memory object name, '/' then up to 255 "
+                "characters without '/', as shm_open takes it"
+            )
+        return self.directory / base
+
+
+class SystemLease(Lease[_Region]):
+    """One request's use of system shared memory: reads and writes by tensor place, each
+    region pinned from its first use until the request ends."""
 
     def read(self, ref: TensorRef, where: str) -> memoryview:
         """The ``ref.byte_size`` bytes of an input (read-only, no copy).
@@ -175,53 +188,53 @@ class SystemSharedMemory:
         self._slice(ref, where).release()
         _check_fits(ref, size, where)
 
-    def close(self) -> int:
-        """Unmap every region (server shutdown); how many there were."""
-        count = len(self._regions)
-        self.unregister()
-        return count
-
     def _slice(self, ref: TensorRef, where: str) -> memoryview:
-        with self._lock:
-            region = self._regions.get(ref.region)
-            if region is None:
-                raise NotFound(
-                    f"{where}: Unable to find shared memory region: {ref.region!r}; register "
-                    "it first (SystemSharedMemoryRegister, or POST "
-                    f"/v2/systemsharedmemory/region/{ref.region}/register)"
-                )
-            size = region.status.byte_size
-            if ref.offset + ref.byte_size > size:
-                raise InvalidArgument(
-                    f"{where}: shared memory region {ref.region!r} holds {size} bytes, but "
-                    f"shared_memory_offset {ref.offset} + shared_memory_byte_size "
-                    f"{ref.byte_size} = {ref.offset + ref.byte_size} bytes passes its end "
-                    "(Invalid offset + byte size for shared memory region)"
-                )
-            return region.view[ref.offset : ref.offset + ref.byte_size]
-
-    def _path(self, name: str, key: str) -> Path:
-        base = key.lstrip("/")  # shm_open's rule: leading slashes are not part of the name
-        if not base or "/" in base or base in (".", "..") or "\0" in base or len(base) > NAME_MAX:
+        region = self.region(ref.region, where)
+        size = region.status.byte_size
+        if ref.offset + ref.byte_size > size:
             raise InvalidArgument(
-                f"cannot register shared memory region {name!r} - invalid shm key {key!r}: "
-                "a key is one POSIX shared memory object name, '/' then up to 255 "
-                "characters without '/', as shm_open takes it"
+                f"{where}: shared memory region {ref.region!r} holds {size} bytes, but "
+                f"shared_memory_offset {ref.offset} + shared_memory_byte_size "
+                f"{ref.byte_size} = {ref.offset + ref.byte_size} bytes passes its end "
+                "(Invalid offset + byte size for shared memory region)"
             )
-        return self.directory / base
+        return region.view[ref.offset : ref.offset + ref.byte_size]
 
-    def _open(self, name: str, key: str, path: Path) -> int:
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except OSError as exc:
-            raise InvalidArgument(
-                f"Unable to open shared memory region: {key!r} for region {name!r}: "
-                f"{exc.strerror}; create it (shm_open) before registering it"
-            ) from None
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            os.close(fd)
-            raise InvalidArgument(f"shm key {key!r} of region {name!r} is not a shm object")
-        return fd
+
+def _missing(name: str, where: str) -> NotFound:
+    return NotFound(
+        f"{where}: Unable to find shared memory region: {name!r}; register it first "
+        "(SystemSharedMemoryRegister, or POST "
+        f"/v2/systemsharedmemory/region/{name}/register)"
+    )
+
+
+def _open(name: str, key: str, path: Path) -> int:
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise InvalidArgument(
+            f"Unable to open shared memory region: {key!r} for region {name!r}: no such "
+            f"object in this server's {SHM_DIR}; the client creates it (shm_open), and the "
+            "server must share the client's IPC namespace to see it: run the image with "
+            "`docker run --ipc=host` (or the client's container with --ipc=container:<server>, "
+            "or both in one Kubernetes pod)"
+        ) from None
+    except PermissionError:
+        raise InvalidArgument(
+            f"Unable to open shared memory region: {key!r} for region {name!r}: permission "
+            f"denied: the server (uid {os.getuid()}) may not read and write the client's "
+            "object; run the server as the client's user (`docker run --user UID`) or let "
+            "the client create it readable and writable by the server's user (mode 0666)"
+        ) from None
+    except OSError as exc:
+        raise InvalidArgument(
+            f"Unable to open shared memory region: {key!r} for region {name!r}: {exc.strerror}"
+        ) from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise InvalidArgument(f"shm key {key!r} of region {name!r} is not a shm object")
+    return fd
 
 
 def tensor_ref(parameters: Mapping[str, object], where: str) -> TensorRef | None:
@@ -244,16 +257,6 @@ def tensor_ref(parameters: Mapping[str, object], where: str) -> TensorRef | None
         raise InvalidArgument(f"{where}: {REGION!r} {region!r} needs {BYTE_SIZE!r} (bytes)")
     return TensorRef(
         region, _size(parameters, OFFSET, where, 0), _size(parameters, BYTE_SIZE, where, 0)
-    )
-
-
-def cuda_unsupported(name: str, backend: str) -> InvalidArgument:
-    """The answer to a CUDA shared memory registration (Triton's, for a server without GPU
-    support: INVALID_ARGUMENT), saying why and what to use instead."""
-    return InvalidArgument(
-        f"failed to register CUDA shared memory region {name!r}: CUDA shared memory is not "
-        f"supported on this back end ({backend}: it reads inputs from host memory); use "
-        "system shared memory (SystemSharedMemoryRegister, /v2/systemsharedmemory)"
     )
 
 

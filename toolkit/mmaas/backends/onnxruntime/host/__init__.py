@@ -140,14 +140,26 @@ class OnnxRuntimeTarget:
 
     def readiness(self, host: DockerHost) -> Readiness:
         """ONNX Runtime on the host (the engine-cache key reads its CPU facts; ``mmaas
-        serve`` runs it), its CUDA provider with the driver and CUDA versions
-        (:func:`mmaas.backends.onnxruntime.host.doctor.cuda_provider`), and a Docker engine."""
+        serve`` runs it), its CUDA provider with the driver and CUDA versions and, when
+        onnxruntime-gpu is installed, a CUDA session really running
+        (:func:`mmaas.backends.onnxruntime.host.doctor.cuda_provider`: not usable when it
+        cannot), and a Docker engine."""
         import onnxruntime
 
         from mmaas.backends.onnxruntime.host.doctor import cuda_provider
 
-        detail = f"ONNX Runtime {onnxruntime.__version__}; {cuda_provider()}"
-        check = HostCheck("onnxruntime", True, detail)
+        line, problem = cuda_provider()
+        check = HostCheck(
+            "onnxruntime", problem is None, f"ONNX Runtime {onnxruntime.__version__}; {line}"
+        )
+        if problem is not None:
+            return Readiness(
+                (check,),
+                False,
+                f"onnxruntime-gpu cannot create a CUDA session here ({problem}); GPU models "
+                "would not serve: check nvidia-smi, CUDA_VISIBLE_DEVICES and the CUDA/cuDNN "
+                "libraries",
+            )
         if not host.docker.ok:
             return Readiness((check,), False, host.docker.summary)
         return Readiness((check,), True, "Docker engine and ONNX Runtime")

@@ -51,7 +51,7 @@ def gpu_settings(spec: ModelSpec) -> GpuSettings | None:
     return GpuSettings(
         accelerator=accelerator,
         cuda_graphs=ort.cuda_graphs,
-        graph_shapes=graph_shapes(spec) if ort.cuda_graphs else (),
+        graph_shapes=graph_shapes(spec),
         cudnn_conv_algo_search=ort.cudnn_conv_algo_search,
         allow_cpu_fallback=ort.allow_cpu_fallback,
         tensorrt=trt,
@@ -59,8 +59,11 @@ def gpu_settings(spec: ModelSpec) -> GpuSettings | None:
 
 
 def graph_shapes(spec: ModelSpec) -> tuple[Shapes, ...]:
-    """``cuda_graph_shapes`` as given, else the opt shapes at the opt batch, at each
-    preferred batch size and (dynamic batching on) at ``max_batch_size``, ascending."""
+    """The shapes that get a pinned session of their own (a CUDA graph each with
+    ``cuda_graphs``; :mod:`mmaas.backends.onnxruntime.runtime.graphs` says why every GPU
+    model needs them): ``cuda_graph_shapes`` as given, else the opt shapes at the opt
+    batch, at each preferred batch size and (dynamic batching on) at ``max_batch_size``,
+    ascending."""
     ort = spec.build.onnxruntime
     if ort.cuda_graph_shapes:
         return tuple({name: tuple(dims) for name, dims in s.items()} for s in ort.cuda_graph_shapes)

@@ -28,7 +28,13 @@ import numpy as np
 
 from mmaas.core.errors import CompatibilityError, InputError
 from mmaas.core.manifest import Manifest
-from mmaas.core.ort_io import has_bfloat16, import_onnxruntime, run_session, session_options
+from mmaas.core.ort_io import (
+    has_bfloat16,
+    import_onnxruntime,
+    refused_values,
+    run_session,
+    session_options,
+)
 from mmaas.core.runtime_settings import CUDA_GRAPHS, TRT_CACHE_DIR
 
 if TYPE_CHECKING:
@@ -70,10 +76,16 @@ class OnnxRuntimeEngine:
     def infer(
         self, inputs: Mapping[str, np.ndarray], outputs: Sequence[str]
     ) -> dict[str, np.ndarray]:
-        """Run ``session.run`` once; returns ``{name: array}`` for the requested outputs."""
+        """Run ``session.run`` once; returns ``{name: array}`` for the requested outputs.
+
+        Raises:
+            InputError: ONNX Runtime refused the inputs' values (INVALID_ARGUMENT), or a
+                BYTES element is not UTF-8.
+        """
         names = list(outputs)
         feeds = {name: _to_ort(name, array) for name, array in inputs.items()}
-        values = run_session(self.session, names, feeds, bfloat16=self.bfloat16)
+        with refused_values():
+            values = run_session(self.session, names, feeds, bfloat16=self.bfloat16)
         return {name: _from_ort(value) for name, value in zip(names, values, strict=True)}
 
     def bind(self) -> Any:
@@ -118,7 +130,12 @@ class OnnxRuntimeRuntime:
         graphs = not self.build_check and CUDA_GRAPHS.read(os.environ)
         try:
             return load_gpu(
-                path, manifest.model, gpu, graphs=graphs, cache_dir=cache, warm=not self.build_check
+                path,
+                manifest.model,
+                gpu,
+                graphs=graphs,
+                cache_dir=cache,
+                pinned=not self.build_check,
             )
         except CompatibilityError as exc:
             if not self.build_check:

@@ -1,4 +1,4 @@
-"""In-place runs of an ONNX Runtime session (:class:`mmaas.backends.BoundEngine`), on the CPU
+"""In-place runs of an ONNX Runtime session (:class:`mmaas.backends.bound.BoundEngine`), on the CPU
 and CUDA providers alike: arrays allocated once where the session computes, bound by address
 through I/O binding (``IOBinding.bind_input/bind_output(name, device, 0, type, shape,
 address)``), so a bound output may be the very buffer of a bound input (a KV cache written in
@@ -114,7 +114,7 @@ def run_options(graph_id: str) -> ort.RunOptions:
 
 
 class OrtBoundEngine:
-    """:class:`mmaas.backends.BoundEngine` over ``session`` (plain runs) and, on CUDA, a
+    """:class:`mmaas.backends.bound.BoundEngine` over ``session`` (plain runs) and, on CUDA, a
     session with CUDA graphs made by ``graph_session`` when the first capture asks for it."""
 
     def __init__(
@@ -157,7 +157,7 @@ class OrtBoundEngine:
     def run(
         self, inputs: Mapping[str, np.ndarray | OrtArray], outputs: Mapping[str, OrtArray | None]
     ) -> dict[str, OrtArray]:
-        """One plain run (see :meth:`mmaas.backends.BoundEngine.run`)."""
+        """One plain run (see :meth:`mmaas.backends.bound.BoundEngine.run`)."""
         binding = self._bind(self.session, inputs, outputs)
         self.session.run_with_iobinding(binding, self.plain)
         fresh = [name for name, array in outputs.items() if array is None]

@@ -1,5 +1,4 @@
-"""ONNX Runtime on a GPU: the CUDA (or TensorRT) session of one instance, its preflight
-(C34) and its request path.
+"""ONNX Runtime on a GPU: loading one instance, its preflight (C34) and its pinned sessions.
 
 Load: the session is created with ``enable_fallback=0`` and the providers of
 :mod:`~mmaas.backends.onnxruntime.runtime.providers`, its verbose log captured
@@ -12,80 +11,36 @@ logs every run too), else it raises
 CUDA device, a library that did not load, the CPU onnxruntime installed instead of
 onnxruntime-gpu), so the server exits before it is ready; ``allow_cpu_fallback`` serves on
 the CPU provider instead, saying why. The node placement is logged with per-provider
-counts. With ``cuda_graphs`` every declared shape is captured
-(:mod:`~mmaas.backends.onnxruntime.runtime.graphs`); when ONNX Runtime refuses capture (a node left
-on the CPU that needs a Memcpy), the nodes on the CPU are named and the instance serves
-without graphs.
-
-Request path: everything runs on the instance's own worker thread (the graphs live in
-that thread's CUDA context). A request at a captured shape replays its graph (one copy in
-per input, one copy out per output; each graph has a session of its own, see
-:mod:`~mmaas.backends.onnxruntime.runtime.graphs`); any other shape runs ``session.run`` on the
-instance's graph-free session, which copies each input to the device once and each output
-back once
-(measured on the H200 as fast as I/O binding with host buffers: the binding pays only with
-device-resident buffers, which the graphs have).
+counts. With the CUDA provider every declared shape gets a session of its own
+(:mod:`~mmaas.backends.onnxruntime.runtime.graphs`: with ``cuda_graphs`` it captures its
+CUDA graph); when ONNX Runtime refuses capture (a node left on the CPU that needs a
+Memcpy), the nodes on the CPU are named and the instance's pinned sessions run without
+graphs. The request path is :mod:`~mmaas.backends.onnxruntime.runtime.gpu_engine`.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import onnxruntime as ort
 
 from mmaas.backends.onnxruntime.runtime import graphs as cuda_graphs
-from mmaas.backends.onnxruntime.runtime.binding import OrtBoundEngine
+from mmaas.backends.onnxruntime.runtime.gpu_engine import GpuEngine
 from mmaas.backends.onnxruntime.runtime.placement import Placement, capture_fd2, parse_placement
 from mmaas.backends.onnxruntime.runtime.providers import CPU, CUDA, TENSORRT, providers
 from mmaas.backends.onnxruntime.runtime.settings import GpuSettings
 from mmaas.core.errors import CompatibilityError
 from mmaas.core.manifest import ModelInfo
-from mmaas.core.ort_io import ORT_FATAL, has_bfloat16, ort_value, run_session, session_options
+from mmaas.core.ort_io import ORT_FATAL, ort_value, session_options
 from mmaas.core.samples import sample_inputs
 
 log = logging.getLogger("mmaas.server")
 CAPTURE_REFUSED = "cannot use the graph capture feature"
-
-
-class GpuEngine:
-    """One GPU instance: a session, its captured graphs and its worker thread."""
-
-    def __init__(
-        self, session: ort.InferenceSession, model: ModelInfo, worker: ThreadPoolExecutor
-    ) -> None:
-        self.session = session
-        self.model = model
-        self.worker = worker
-        self.graphs: list[cuda_graphs.CapturedGraph] = []
-        self.facts: dict[str, Any] = {}
-        self.placement = Placement()
-        self.graphs_wanted = False
-        self.graph_session: Callable[[], ort.InferenceSession] | None = None
-
-    def bind(self) -> OrtBoundEngine:
-        """In-place runs (:mod:`.binding`); captures in a CUDA-graph session of their own."""
-        gpu = CUDA in self.session.get_providers()
-        return OrtBoundEngine(self.session, *(("cuda", self.graph_session) if gpu else ("cpu",)))
-
-    def infer(
-        self, inputs: Mapping[str, np.ndarray], outputs: Sequence[str]
-    ) -> dict[str, np.ndarray]:
-        """Run once on the worker thread; returns ``{name: array}`` of ``outputs``."""
-        return self.worker.submit(self._infer, inputs, list(outputs)).result()
-
-    def _infer(self, inputs: Mapping[str, np.ndarray], names: list[str]) -> dict[str, np.ndarray]:
-        found = cuda_graphs.match(self.graphs, inputs, self.model.max_batch_size > 0)
-        if found is not None:
-            graph, rows = found
-            return graph.replay(inputs, rows, names)
-        values = run_session(self.session, names, inputs, bfloat16=has_bfloat16(self.session))
-        return dict(zip(names, values, strict=True))
 
 
 def load_gpu(
@@ -95,10 +50,11 @@ def load_gpu(
     *,
     graphs: bool,
     cache_dir: Path,
-    warm: bool = True,
+    pinned: bool = True,
 ) -> GpuEngine:
-    """Create, check and (``graphs`` and ``gpu.cuda_graphs``) capture one GPU instance;
-    ``warm``: run every batch size once before returning (:func:`_warm_batches`).
+    """Create and check one GPU instance; ``pinned``: also its pinned sessions (a
+    server's instance; the builder stage's checks run on the general session alone), with
+    CUDA graphs when ``graphs`` and ``gpu.cuda_graphs``.
 
     Raises:
         CompatibilityError: the GPU provider is not active (module doc), unless
@@ -112,31 +68,17 @@ def load_gpu(
         return _fallback(path, model, gpu, reason)
     worker = ThreadPoolExecutor(1, thread_name_prefix="mmaas-gpu")
     try:
-        engine = _checked(path, model, gpu, graphs and gpu.cuda_graphs, cache_dir, worker)
+        engine = _checked(path, model, gpu, cache_dir, worker)
     except _NotActive as exc:
         worker.shutdown()
         return _fallback(path, model, gpu, str(exc))
-    if engine.graphs_wanted:
-        _capture_all(engine, gpu, path, cache_dir)
-    if warm:
-        _warm_batches(engine)
+    if pinned and gpu.accelerator == "cuda":
+        _pin_all(engine, gpu, path, cache_dir, graphs and gpu.cuda_graphs)
+    if not engine.pinned:  # cuDNN's algorithm search at the opt shape before readiness
+        names = [t.name for t in model.outputs]
+        opt = sample_inputs(model, "opt")
+        worker.submit(engine.session.run, names, opt, engine.plain).result()
     return engine
-
-
-def _warm_batches(engine: GpuEngine) -> None:
-    """Run every batch size 1..max_batch_size once at the opt dims: cuDNN picks its
-    algorithms for a shape on its first run (EXHAUSTIVE: up to a second each on the H200),
-    and dynamic batching makes any batch size, so that cost moves before readiness."""
-    batch = engine.model.max_batch_size
-    if batch <= 1:
-        return
-    started = time.perf_counter()
-    names = [t.name for t in engine.model.outputs]
-    opt = sample_inputs(engine.model, "opt")
-    for rows in range(1, batch + 1):
-        engine.infer({n: np.resize(a, (rows, *a.shape[1:])) for n, a in opt.items()}, names)
-    log.info("batch sizes 1-%d warmed up at the opt shape (%.0f ms)", batch,
-             (time.perf_counter() - started) * 1000)  # fmt: skip
 
 
 class _NotActive(Exception):
@@ -147,13 +89,11 @@ def _checked(
     path: Path,
     model: ModelInfo,
     gpu: GpuSettings,
-    graphs: bool,
     cache_dir: Path,
     worker: ThreadPoolExecutor,
 ) -> GpuEngine:
     """The placement (a verbose session, then dropped: a verbose session also logs every
-    run), the C34 checks, then the serving session (quiet), with graphs when asked for and
-    ONNX Runtime accepts them."""
+    run), the C34 checks, then the general serving session (quiet, no graphs)."""
     try:
         probe, placement = worker.submit(
             _session, path, model, gpu, False, cache_dir, True
@@ -170,7 +110,6 @@ def _checked(
     session, _ = worker.submit(_session, path, model, gpu, False, cache_dir, False).result()
     engine = GpuEngine(session, model, worker)
     engine.placement = placement
-    engine.graphs_wanted = graphs
     engine.facts = {"providers": session.get_providers(), "placement": placement.nodes}
     engine.graph_session = lambda: _session(path, model, gpu, True, cache_dir, False)[0]
     return engine
@@ -232,34 +171,53 @@ def _output_device(session: ort.InferenceSession, model: ModelInfo) -> str | Non
     return None if devices == {"cuda"} else f"a bound output landed on {devices}, not the GPU"
 
 
-def _capture_all(engine: GpuEngine, gpu: GpuSettings, path: Path, cache_dir: Path) -> None:
-    """A graph session per declared shape, captured on the engine's worker thread; when
-    ONNX Runtime refuses capture (nodes it cannot put on the GPU without a Memcpy), the
-    nodes on the CPU are named and the instance serves without graphs."""
+def _pin_all(
+    engine: GpuEngine, gpu: GpuSettings, path: Path, cache_dir: Path, graphs: bool
+) -> None:
+    """A pinned session per declared shape, made on the engine's worker thread, each
+    capturing its CUDA graph when ``graphs``; when ONNX Runtime refuses capture (nodes it
+    cannot put on the GPU without a Memcpy), the nodes on the CPU are named and the
+    sessions are pinned without graphs."""
+    started = time.perf_counter()
     for shapes in cuda_graphs.order(gpu.graph_shapes):
         feeds = _feeds(engine.model, shapes)
         try:
-            graph = engine.worker.submit(_graph, path, engine.model, gpu, cache_dir, feeds).result()
-        except Exception as exc:  # ORT's own error types
-            if CAPTURE_REFUSED in str(exc):
+            try:
+                pinned = _pin(engine, gpu, path, cache_dir, feeds, graphs)
+            except Exception as exc:  # ORT's own error types
+                if not graphs or CAPTURE_REFUSED not in str(exc):
+                    raise
                 _refused(engine, str(exc).strip())
-                break
-            log.warning(
-                "CUDA graph at %s not captured, that shape runs without a graph: %s",
-                _text(shapes),
-                exc,
-            )
+                graphs = False
+                pinned = _pin(engine, gpu, path, cache_dir, feeds, graphs)
+        except Exception as exc:  # ORT's own error types
+            log.warning("no session pinned at %s, it runs on the general session: %s",
+                        _text(shapes), exc)  # fmt: skip
             continue
-        engine.graphs.append(graph)
-    engine.facts["cuda_graphs"] = [_text(g.shapes) for g in engine.graphs]
-    log.info("CUDA graphs captured at %s", "; ".join(engine.facts["cuda_graphs"]) or "no shape")
+        engine.pinned.append(pinned)
+    engine.facts["pinned"] = [_text(p.shapes) for p in engine.pinned]
+    engine.facts["cuda_graphs"] = [_text(p.shapes) for p in engine.pinned if p.graph]
+    log.info(
+        "sessions pinned at %s (%s) in %.0f ms",
+        "; ".join(engine.facts["pinned"]) or "no shape",
+        "CUDA graphs" if engine.facts["cuda_graphs"] else "no CUDA graphs",
+        (time.perf_counter() - started) * 1000,
+    )
 
 
-def _graph(
-    path: Path, model: ModelInfo, gpu: GpuSettings, cache_dir: Path, feeds: dict[str, np.ndarray]
-) -> cuda_graphs.CapturedGraph:
-    session, _ = _session(path, model, gpu, True, cache_dir, False)
-    return cuda_graphs.capture(session, feeds)
+def _pin(
+    engine: GpuEngine,
+    gpu: GpuSettings,
+    path: Path,
+    cache_dir: Path,
+    feeds: dict[str, np.ndarray],
+    graph: bool,
+) -> cuda_graphs.PinnedSession:
+    def make() -> cuda_graphs.PinnedSession:
+        session, _ = _session(path, engine.model, gpu, graph, cache_dir, False)
+        return cuda_graphs.pin(session, feeds, engine.device, graph)
+
+    return engine.worker.submit(make).result()
 
 
 def _refused(engine: GpuEngine, error: str) -> None:
@@ -284,7 +242,8 @@ def _fallback(path: Path, model: ModelInfo, gpu: GpuSettings, reason: str) -> Gp
         )
     log.warning("serving on %s, not the GPU (allow_cpu_fallback): %s", CPU, reason)
     session = ort.InferenceSession(str(path), providers=[CPU])
-    engine = GpuEngine(session, model, ThreadPoolExecutor(1, thread_name_prefix="mmaas-cpu"))
+    worker = ThreadPoolExecutor(1, thread_name_prefix="mmaas-cpu")
+    engine = GpuEngine(session, model, worker, device="cpu")
     engine.facts = {"providers": [CPU], "fallback": reason}
     return engine
 

@@ -42,8 +42,10 @@ class GpuSettings:
         accelerator: ``cuda`` (CUDA execution provider) or ``tensorrt`` (TensorRT
             execution provider, CUDA for the nodes TensorRT does not take).
         cuda_graphs: capture one CUDA graph per shape of ``graph_shapes`` at start-up.
-        graph_shapes: the shapes captured (every input named in each), batch sizes
-            ascending; a batch between two captured sizes is padded to the larger one.
+        graph_shapes: the shapes with a pinned session each (every input named in each;
+            :mod:`~mmaas.backends.onnxruntime.runtime.graphs`), batch sizes ascending, its
+            CUDA graph when ``cuda_graphs``; a batch between two pinned sizes is padded to
+            the larger one.
         cudnn_conv_algo_search: ``exhaustive``, ``heuristic`` or ``default`` (the CUDA
             provider's ``cudnn_conv_algo_search``; heuristic starts faster).
         allow_cpu_fallback: serve on the CPU provider when CUDA cannot start (C34: off =

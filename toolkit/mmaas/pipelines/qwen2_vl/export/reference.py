@@ -26,7 +26,7 @@ from transformers import (
     Qwen2VLProcessor,
 )
 
-from mmaas.pipelines.qwen2_vl.export.side_files import messages_for
+from mmaas.pipelines.qwen2_vl.export.side_files import hf_messages
 
 
 class ImageOnlyProcessor(Qwen2VLProcessor):
@@ -66,7 +66,9 @@ class Reference:
     def prompt(self, num_images: int, text: str) -> str:
         """The chat template's text for one user turn plus the generation prompt."""
         rendered = self.tokenizer.apply_chat_template(
-            messages_for(num_images, text), tokenize=False, add_generation_prompt=True
+            hf_messages([("user", (*[None] * num_images, text))]),
+            tokenize=False,
+            add_generation_prompt=True,
         )
         return cast(str, rendered)
 

@@ -10,6 +10,7 @@ preprocessor_config.json and chat template, and the sha256 of the files converte
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +21,13 @@ from mmaas.core.errors import MmaasError
 from mmaas.core.hashing import file_digests
 from mmaas.pipelines.qwen2_vl.config import (
     SCHEMA,
+    ChatTemplate,
     Generation,
     ImageSettings,
     LanguageDims,
-    Prompt,
     RuntimeConfig,
     Tokens,
+    Turn,
 )
 from mmaas.pipelines.qwen2_vl.export.onnx_io import atomic_write
 from mmaas.pipelines.qwen2_vl.export.spec_file import Profile
@@ -53,44 +55,79 @@ class SideFileError(MmaasError):
     """The checkpoint's chat template or processor settings cannot be served as is."""
 
 
-def messages_for(num_images: int, text: str) -> list[dict[str, Any]]:
-    """One user turn: ``num_images`` images, then the text (the served prompt's layout)."""
-    content: list[dict[str, Any]] = [{"type": "image"} for _ in range(num_images)]
-    return [{"role": "user", "content": [*content, {"type": "text", "text": text}]}]
+def hf_messages(turns: Sequence[Turn]) -> list[dict[str, Any]]:
+    """Turns (role, parts: text or None for a picture) as transformers' chat messages."""
+    return [
+        {"role": role, "content": [
+            {"type": "image"} if part is None else {"type": "text", "text": part} for part in parts
+        ]}
+        for role, parts in turns
+    ]  # fmt: skip
 
 
-def split_chat_template(tokenizer: Any, max_images: int) -> Prompt:
-    """Cut the checkpoint's chat template into ``prefix``, ``image`` and ``suffix`` so that
-    ``apply_chat_template(one user turn: n images then text, add_generation_prompt=True)
-    == prefix + image * n + text + suffix``, proved for n = 0..max_images and the
-    :data:`PROOF_TEXTS` (quotes, braces, newlines, special tokens).
+def proof_conversations(max_images: int) -> list[list[Turn]]:
+    """The conversations a template's structure is proved on: every text of
+    :data:`PROOF_TEXTS` alone in a user turn with 0..max_images pictures before it; with and
+    without a system turn, several turns (every role, a later system turn, two assistant
+    turns in a row), pictures between texts and in several user turns."""
+    out: list[list[Turn]] = []
+    for n in range(max_images + 1):
+        for text in PROOF_TEXTS:
+            out.append([("user", (*[None] * n, text))])
+    a, b = PROOF_TEXTS[1], PROOF_TEXTS[3]
+    out += [
+        [("system", (a,)), ("user", (None, b))],
+        [("system", ("",)), ("user", (b, None, a, None)), ("assistant", (a,)), ("user", (a,))],
+        [("user", (a,)), ("assistant", (b,)), ("assistant", (a,)), ("system", (b,)),
+         ("user", (None,) * min(2, max_images))],
+        [("user", ()), ("assistant", ("",)), ("user", (PROOF_TEXTS[4], None, PROOF_TEXTS[5]))],
+        [("system", (a, b)), ("user", (None,) * max_images)],
+    ]  # fmt: skip
+    return out
+
+
+def chat_template(tokenizer: Any, max_images: int) -> ChatTemplate:
+    """Read the checkpoint's chat template's turn structure (:class:`ChatTemplate`) from
+    renderings of sentinel conversations, then prove it: ``ChatTemplate.render`` equals
+    ``apply_chat_template(add_generation_prompt=True)`` on every conversation of
+    :func:`proof_conversations` (texts with quotes, braces, newlines, special tokens).
 
     Raises:
-        SideFileError: the template is not of that shape (e.g. ``add_vision_id``
-            numbering), naming the rendering that differs.
+        SideFileError: the template is not of that structure (e.g. ``add_vision_id``
+            numbering), naming the conversation whose rendering differs.
     """
 
-    def render(n: int, text: str) -> str:
+    def render(turns: Sequence[Turn], generation: bool = True) -> str:
         rendered: str = tokenizer.apply_chat_template(
-            messages_for(n, text), tokenize=False, add_generation_prompt=True
+            hf_messages(turns), tokenize=False, add_generation_prompt=generation
         )
         return rendered
 
-    before0, after0 = render(0, TEXT_SENTINEL).split(TEXT_SENTINEL)
-    before1, after1 = render(1, TEXT_SENTINEL).split(TEXT_SENTINEL)
-    if not before1.startswith(before0) or after1 != after0:
-        raise SideFileError("chat template: the text's surroundings change with an image")
-    parts = Prompt(prefix=before0, image=before1[len(before0) :], suffix=after0)
-    for n in range(max_images + 1):
-        for text in PROOF_TEXTS:
-            expected = render(n, text)
-            got = parts.prefix + parts.image * n + text + parts.suffix
-            if got != expected:
-                raise SideFileError(
-                    f"chat template: {n} images + {text!r} renders {expected!r}, "
-                    f"the prefix/image/suffix split gives {got!r}"
-                )
-    return parts
+    s, u = TEXT_SENTINEL, TEXT_SENTINEL + "u"
+    pair = render([("system", (s,)), ("user", (u,))], False)
+    opening, _, rest = pair.partition(s)
+    at = opening.rfind("system")
+    turn_start, role_end = opening[:at], opening[at + len("system") :]
+    turn_end = rest[: rest.find(turn_start + "user" + role_end + u)]
+    alone = render([("user", (u,))], False)
+    first = alone[: len(alone) - len(turn_start + "user" + role_end + u + turn_end)]
+    head = turn_start + "system" + role_end
+    default = first[len(head) : len(first) - len(turn_end)] if first.startswith(head) else ""
+    with_image = render([("user", (None, u))], False)
+    image = with_image[len(first + turn_start + "user" + role_end) :].partition(u)[0]
+    template = ChatTemplate(
+        roles=("system", "user", "assistant"), turn_start=turn_start, role_end=role_end,
+        turn_end=turn_end, default_system=default, image=image,
+        generation=render([("user", (u,))])[len(alone) :],
+    )  # fmt: skip
+    for turns in proof_conversations(max_images):
+        expected, got = render(turns), template.render(turns)
+        if got != expected:
+            raise SideFileError(
+                f"chat template: {turns!r} renders {expected!r}, the turn structure read "
+                f"from it gives {got!r}; this converter serves ChatML-shaped templates"
+            )
+    return template
 
 
 def runtime_config(
@@ -135,7 +172,7 @@ def runtime_config(
             pad=gen.pad_token_id,
             refused_in_text=REFUSED_IN_TEXT,
         ),
-        prompt=split_chat_template(tokenizer, profile.max_images),
+        prompt=chat_template(tokenizer, profile.max_images),
         prompt_proved_images=profile.max_images,
         generation=Generation(repetition_penalty=float(gen.repetition_penalty or 1.0)),
         language=LanguageDims(

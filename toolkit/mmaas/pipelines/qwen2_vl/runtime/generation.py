@@ -28,6 +28,7 @@ from mmaas.pipelines.qwen2_vl.config import RuntimeConfig
 from mmaas.pipelines.qwen2_vl.runtime.embeddings import ImageEmbeddings, Picture, content_key
 from mmaas.pipelines.qwen2_vl.runtime.images import ImagePreprocessor, decode_image
 from mmaas.pipelines.qwen2_vl.runtime.limits import Limits
+from mmaas.pipelines.qwen2_vl.runtime.logprobs import TokenLogprobs
 from mmaas.pipelines.qwen2_vl.runtime.prompt import PromptBuilder, rope_index
 from mmaas.pipelines.qwen2_vl.runtime.request import GenerationRequest
 from mmaas.pipelines.qwen2_vl.runtime.sampling import DEFAULT_MAX_TOKENS, Sampler, SamplingParams
@@ -51,6 +52,7 @@ class TokenEvent:
     token_id: int
     text: str
     finish_reason: str | None = None  # "stop" (a stop id, included) | "length" (max_tokens)
+    logprobs: TokenLogprobs | None = None  # when the request asked for them
 
 
 @dataclass
@@ -113,7 +115,7 @@ class Generator:
                 f"({', '.join(f'{h}x{w}' for _, h, w in grids)}); the vision engine's profile "
                 f"takes at most {limits.max_patches} per request"
             )
-        ids = self.prompts(request.text, grids)
+        ids = self.prompts(request.conversation, grids)
         image_tokens = total // self.config.image.merge_size**2
         counts = f"{len(ids) - image_tokens} text + {image_tokens} image tokens"
         if len(ids) >= limits.context:
@@ -165,7 +167,7 @@ class Generator:
             reason = "stop"
         elif len(seq.generated) >= seq.max_tokens:
             reason = "length"
-        return TokenEvent(token, piece, reason)
+        return TokenEvent(token, piece, reason, seq.sampler.logprobs)
 
     def text(self, ids: list[int]) -> str:
         """The whole answer's text (``decode(skip_special_tokens=True)``, as transformers'

@@ -1,9 +1,10 @@
 """Image decode and Qwen2-VL's preprocessing, equal to transformers' ``Qwen2VLImageProcessorPil``
 (checked bit for bit in tests/pipelines/qwen2_vl/runtime/test_images.py against transformers
-5.24):
+5.24's ``load_image`` + the processor):
 
-    encoded bytes -> :func:`decode_image` (one RGB rule) -> :class:`ImagePreprocessor`
-    (smart_resize, bicubic resize, rescale, normalize, patchify) -> pixel_values + grid
+    encoded bytes -> :func:`decode_image` (load_image's rule: EXIF orientation, RGB)
+    -> :class:`ImagePreprocessor` (smart_resize, bicubic resize, rescale, normalize,
+    patchify) -> pixel_values + grid
 
 Pillow only (no torch).
 """
@@ -14,59 +15,90 @@ import io
 import math
 
 import numpy as np
-from PIL import Image, UnidentifiedImageError
+from PIL import Image, ImageOps, UnidentifiedImageError
 
 from mmaas.core.errors import InputError
 from mmaas.pipelines.qwen2_vl.config import ImageSettings
 
 MAX_ASPECT = 200  # transformers' smart_resize refuses a longer side over 200 x the shorter
+# The formats a picture may be sent in (Pillow's names); others are refused by name.
+FORMATS = ("JPEG", "PNG", "WEBP", "GIF", "BMP", "TIFF")
 
 
 def decode_image(data: bytes, index: int, max_input_pixels: int) -> Image.Image:
-    """Encoded image bytes (any format Pillow reads: JPEG, PNG, WebP, GIF, TIFF, BMP...)
-    -> an RGB ``PIL.Image``, by transformers 5.24's ``convert_to_rgb`` rule: a picture with
-    an alpha band or a ``transparency`` entry (RGBA, LA, PA, P or L with a transparent
-    index) is composited onto opaque white; every other mode (L, 1, CMYK, YCbCr, I;16, I,
-    F) goes through Pillow's ``convert("RGB")`` (CMYK without ICC, I;16/I/F clipped to
-    0..255). Only the first frame of an animation; no EXIF orientation (transformers
-    applies none either).
+    """Encoded image bytes -> an RGB ``PIL.Image``, as transformers' ``load_image`` gives it
+    to the processor: EXIF orientation applied (``ImageOps.exif_transpose``: JPEG, PNG
+    ``eXIf``, WebP, TIFF tags 2-8), then ``convert("RGB")`` (an alpha band dropped, not
+    composited; CMYK without ICC; I;16/I/F clipped to 0..255), then the processor's
+    ``convert_to_rgb``: a transparent colour index (P, L) that survives as an RGB
+    ``transparency`` becomes white. Only the first frame of an animation.
+
+    Formats: :data:`FORMATS` only (``Image.open(..., formats=FORMATS)``); any other format
+    Pillow knows (PCX, TGA, EPS, ICO, QOI...) is refused naming it, before its decoder
+    runs. Bytes after the end of the picture are ignored (phones append data after a
+    JPEG's end, e.g. motion photos), as ``load_image`` and browsers do; they count toward
+    the request's size limit (``MMAAS_MAX_MESSAGE_SIZE``).
 
     Raises:
-        InputError: ``image[index]`` is not decodable, truncated, over ``max_input_pixels``
-            (read from the header, before decoding: a decompression bomb never decodes) or
-            of a mode Pillow cannot convert to RGB.
+        InputError: ``image[index]`` is not an accepted format, not decodable, truncated,
+            of an aspect ratio over 200 (:func:`smart_resize`'s rule, told before decoding),
+            over ``max_input_pixels`` (read from the header, before decoding: a
+            decompression bomb never decodes) or of a mode Pillow cannot convert to RGB.
     """
     name = f"input 'image' element {index}"
     try:
-        image = Image.open(io.BytesIO(data))
+        image = Image.open(io.BytesIO(data), formats=FORMATS)
     except Image.DecompressionBombError as exc:  # over 2x Pillow's own limit (179 MP)
         raise InputError(
             f"{name}: over the pixel budget of {max_input_pixels} pixels per image ({exc})"
         ) from exc
     except (UnidentifiedImageError, OSError, ValueError) as exc:
         # UnidentifiedImageError's own text names the in-memory file object (its repr)
-        why = "no format Pillow reads starts so" if isinstance(exc, UnidentifiedImageError) else exc
-        raise InputError(
-            f"{name}: not an image Pillow can decode ({len(data)} bytes): {why}; send "
-            "the encoded file's bytes (JPEG, PNG, WebP, ...)"
-        ) from exc
+        raise InputError(f"{name}: {_unreadable(data, exc)}") from exc
     width, height = image.size
     if width * height > max_input_pixels:
         raise InputError(
             f"{name}: {width}x{height} = {width * height} pixels is over the pixel budget "
             f"of {max_input_pixels} pixels per image; send a smaller picture"
         )
+    if max(width, height) > MAX_ASPECT * min(width, height):  # smart_resize's rule, early
+        raise InputError(
+            f"{name}: {width}x{height} has an aspect ratio of "
+            f"{max(width, height) / min(width, height):.1f}, over Qwen2-VL's limit of "
+            f"{MAX_ASPECT}; crop or pad the picture"
+        )
     try:
         image.load()
-        if "A" in image.getbands() or image.info.get("transparency") is not None:
-            rgba = image.convert("RGBA")
-            white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
-            return Image.alpha_composite(white, rgba).convert("RGB")
-        return image.convert("RGB")
+        rgb = ImageOps.exif_transpose(image).convert("RGB")
+        if rgb.info.get("transparency") is None:
+            return rgb
+        # a palette or grey picture's transparent colour survives convert("RGB") as an
+        # RGB ``transparency``: the processor's convert_to_rgb makes those pixels white
+        white = Image.new("RGBA", rgb.size, (255, 255, 255, 255))
+        return Image.alpha_composite(white, rgb.convert("RGBA")).convert("RGB")
     except (OSError, ValueError, SyntaxError) as exc:  # truncated data, unconvertible mode
         raise InputError(
             f"{name}: cannot decode this {image.format} image of mode {image.mode} to RGB: {exc}"
         ) from exc
+
+
+def _unreadable(data: bytes, exc: Exception) -> str:
+    """Why bytes no accepted format opens were refused: the format Pillow would take them
+    for (its header parser only: no decoder runs), or that none does."""
+    accepted = ", ".join(FORMATS)
+    if not isinstance(exc, UnidentifiedImageError):
+        return f"not an image Pillow can decode ({len(data)} bytes): {exc}"
+    try:
+        with Image.open(io.BytesIO(data)) as other:
+            found = other.format
+    except Exception:  # any header parser's failure: the bytes are no known format
+        found = None
+    if found:
+        return f"{found} pictures are not accepted; send {accepted}"
+    return (
+        f"not an image Pillow can decode ({len(data)} bytes): no format Pillow reads starts "
+        f"so; send the encoded file's bytes ({accepted})"
+    )
 
 
 def smart_resize(

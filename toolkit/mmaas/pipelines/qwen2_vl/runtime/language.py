@@ -1,5 +1,5 @@
 """The language engine's runs over the KV cache, through the back end's bound-engine
-capability (:class:`mmaas.backends.BoundEngine`; the interface and its modes:
+capability (:class:`mmaas.backends.bound.BoundEngine`; the interface and its modes:
 :mod:`mmaas.core.decoder`). Nothing here knows which back end or device it runs on.
 
 * The cache: one array per layer and kind [rows, kv_heads, capacity, head_dim], allocated
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mmaas.backends import BoundEngine, DeviceArray, Graph
+from mmaas.backends.bound import BoundEngine, DeviceArray, Graph
 from mmaas.core import decoder
 from mmaas.pipelines.qwen2_vl.config import LanguageDims
 

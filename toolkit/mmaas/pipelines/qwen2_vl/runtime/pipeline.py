@@ -23,10 +23,11 @@ import numpy as np
 from PIL import Image
 from tokenizers import Tokenizer
 
-from mmaas.backends import bound_engine
+from mmaas.backends.bound import bound_engine
 from mmaas.core.datatypes import element_size
 from mmaas.core.errors import IntegrityError
 from mmaas.pipelines.qwen2_vl.config import RuntimeConfig
+from mmaas.pipelines.qwen2_vl.runtime.budget import DecodeBudget
 from mmaas.pipelines.qwen2_vl.runtime.executor import GenerationExecutor
 from mmaas.pipelines.qwen2_vl.runtime.generation import Generator, TokenEvent
 from mmaas.pipelines.qwen2_vl.runtime.kvcache import Slots, size_cache
@@ -34,7 +35,6 @@ from mmaas.pipelines.qwen2_vl.runtime.language import LanguageRuns, decode_batch
 from mmaas.pipelines.qwen2_vl.runtime.limits import Limits
 from mmaas.pipelines.qwen2_vl.runtime.request import GenerationRequest
 from mmaas.pipelines.qwen2_vl.runtime.scheduler import Scheduler
-from mmaas.pipelines.qwen2_vl.runtime.vision_check import check_vision_request
 from mmaas.server.llm_metrics import GenerationMetrics
 
 ENGINES = ("vision", "language")
@@ -68,9 +68,11 @@ class Settings:
 
 
 class Qwen2VLRuntime:
-    """See the module docstring. ``platform`` is what the model's ModelConfig reports."""
+    """See the module docstring. ``platform`` is what the model's ModelConfig reports;
+    ``decoupled``: the executor streams (ModelConfig's ``model_transaction_policy``)."""
 
     platform = "mmaas_qwen2_vl"
+    decoupled = True
 
     def executor(self, context: Any) -> GenerationExecutor:
         """Build, start and warm up the generation executor from ``context`` (a
@@ -115,12 +117,8 @@ class Qwen2VLRuntime:
         scheduler.start(lambda: runs.capture([b for b in batches if b <= size.rows]))
         warm_up(generator, scheduler)
         scheduler.metrics = metrics = GenerationMetrics(context.model.metrics.labels)  # clients'
-        return GenerationExecutor(generator, scheduler, metrics)
-
-    def engine_check(self, engine: str) -> Any:
-        """The request check of an engine served raw (the vision engine's grid rule), or
-        None."""
-        return check_vision_request if engine == "vision" else None
+        budget = DecodeBudget(context.server.max_decode_bytes)
+        return GenerationExecutor(generator, scheduler, metrics, budget)
 
 
 def warm_up(generator: Generator, scheduler: Scheduler) -> None:

@@ -1,7 +1,8 @@
 """The prompt's token ids and Qwen2-VL's 3-axis M-RoPE positions, as transformers'
 ``Qwen2VLProcessor`` (after ``apply_chat_template``) and ``Qwen2VLModel.get_rope_index`` give
-them, with ``tokenizers`` only (no jinja2: the chat template was rendered at export time into
-a prefix, an image part and a suffix, proved equal for 0..max_images images).
+them, with ``tokenizers`` only (no jinja2: the chat template's turn structure was read at
+export time and proved equal to the template on conversations of every role, several
+turns and 0..max_images pictures: :class:`mmaas.pipelines.qwen2_vl.config.ChatTemplate`).
 """
 
 from __future__ import annotations
@@ -12,45 +13,60 @@ from typing import Any
 import numpy as np
 
 from mmaas.core.errors import InputError
-from mmaas.pipelines.qwen2_vl.config import Prompt, Tokens
+from mmaas.pipelines.qwen2_vl.config import ChatTemplate, Tokens
+from mmaas.pipelines.qwen2_vl.runtime.conversation import Conversation
 
 Grid = tuple[int, int, int]
 
 
 class PromptBuilder:
-    """Text + image grids -> prompt ids INT64 [L]: one user turn holding the images, then the
-    text, with the generation prompt (``prefix + image * n + text + suffix``). The string is
-    tokenized with one ``<|image_pad|>`` per image, then each is repeated t*h*w/merge^2
-    times: added tokens split the text before the BPE, so this equals tokenizing the
-    processor's expanded string."""
+    """A conversation + image grids -> prompt ids INT64 [L]: the template's rendering with
+    the generation prompt. The string is tokenized with one ``<|image_pad|>`` per image,
+    then each is repeated t*h*w/merge^2 times: added tokens split the text before the BPE,
+    so this equals tokenizing the processor's expanded string."""
 
-    def __init__(self, tokenizer: Any, prompt: Prompt, tokens: Tokens, merge: int) -> None:
-        self.tokenizer = tokenizer
-        self.prefix, self.image, self.suffix = prompt.prefix, prompt.image, prompt.suffix
+    def __init__(self, tokenizer: Any, template: ChatTemplate, tokens: Tokens, merge: int) -> None:
+        self.tokenizer, self.template = tokenizer, template
         self.image_token = tokens.image
         self.refused = tokens.refused_in_text
         self.merge_area = merge * merge
 
-    def __call__(self, text: str, grids: Sequence[Grid]) -> np.ndarray:
+    def __call__(self, conversation: Conversation, grids: Sequence[Grid]) -> np.ndarray:
         """INT64 [L] prompt ids.
 
         Raises:
-            InputError: the text holds a vision placeholder token (it would put image
-                tokens where no image is; transformers' processor fails on it too).
+            InputError: a role the template does not take, image parts that do not number
+                the pictures, or a text holding a vision placeholder token (it would put
+                image tokens where no image is; transformers' processor fails on it too).
         """
-        for token in self.refused:
-            if token in text:
+        source = conversation.source
+        where = (lambda i: "") if source == "text_input" else (lambda i: f"messages[{i}]: ")
+        for index, (role, parts) in enumerate(conversation.turns):
+            if role not in self.template.roles:
                 raise InputError(
-                    f"input 'text_input': holds the reserved token {token}; images go in "
-                    "the 'image' input, the prompt places them"
+                    f"input '{source}': {where(index)}role {role!r:.40} is not one the chat "
+                    f"template takes ({', '.join(self.template.roles)})"
                 )
-        prompt = self.prefix + self.image * len(grids) + text + self.suffix
+            for token in self.refused:
+                if any(part is not None and token in part for part in parts):
+                    raise InputError(
+                        f"input '{source}': {where(index)}holds the reserved token {token}; "
+                        "images go in the 'image' input, the prompt places them"
+                    )
+        if conversation.images != len(grids):
+            raise InputError(
+                f"input '{source}': {conversation.images} image parts, but the 'image' input "
+                f"holds {len(grids)} pictures; send one image part per picture, in order"
+            )
+        prompt = self.template.render(conversation.turns)
         ids = np.array(self.tokenizer.encode(prompt, add_special_tokens=True).ids, np.int64)
         counts = np.ones(len(ids), np.int64)
-        where = np.flatnonzero(ids == self.image_token)
-        if len(where) != len(grids):
-            raise InputError(f"input 'text_input': {len(where)} image tokens, {len(grids)} images")
-        counts[where] = [t * h * w // self.merge_area for t, h, w in grids]
+        where_images = np.flatnonzero(ids == self.image_token)
+        if len(where_images) != len(grids):
+            raise InputError(
+                f"input '{source}': {len(where_images)} image tokens, {len(grids)} images"
+            )
+        counts[where_images] = [t * h * w // self.merge_area for t, h, w in grids]
         return np.repeat(ids, counts)
 
 
