@@ -249,8 +249,8 @@ def _checkpoint_module() -> ModuleType:
 
 
 def _in_children(options: ConvertOptions) -> None:
-    """Run each part in a child Python process of its own, at the same time (progress on
-    stderr, as it comes), and wait for all.
+    """Run each part in a child Python process of its own (progress on stderr, as it
+    comes): the two graphs at the same time, then the side files.
 
     Raises:
         ConvertError: a child failed: its error's message, or (a crash) its exit code.
@@ -258,19 +258,23 @@ def _in_children(options: ConvertOptions) -> None:
     root = str(PACKAGE.parents[2])  # the folder holding the mmaas package
     path = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "PYTHONPATH": path}
-    children = {}
-    for part in PARTS:
-        child = subprocess.Popen([sys.executable, "-c", CHILD, part], env=env,
-                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE)  # fmt: skip
-        assert child.stdin is not None
-        child.stdin.write(pickle.dumps(options))
-        child.stdin.close()
-        children[part] = child
     failures = []
-    for part, child in children.items():
-        error = (child.stdout.read() if child.stdout else b"").decode(errors="replace").strip()
-        if child.wait():
-            failures.append(error or f"converting the {part} part failed in its own process "
-                                     f"(exit {child.returncode}); its output is above")  # fmt: skip
+    # the side files hash the two graphs (runtime.json): they are written once both exist
+    for wave in ([p for p in PARTS if p != "side"], ["side"]):
+        children = {}
+        for part in wave:
+            child = subprocess.Popen([sys.executable, "-c", CHILD, part], env=env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)  # fmt: skip
+            assert child.stdin is not None
+            child.stdin.write(pickle.dumps(options))
+            child.stdin.close()
+            children[part] = child
+        for part, child in children.items():
+            error = (child.stdout.read() if child.stdout else b"").decode(errors="replace").strip()
+            if child.wait():
+                failures.append(error or f"converting the {part} part failed in its own process "
+                                f"(exit {child.returncode}); its output is above")  # fmt: skip
+        if failures:
+            break
     if failures:
         raise ConvertError("; ".join(failures))
