@@ -22,13 +22,12 @@ from typing import Any
 
 import pytest
 
+from mmaas.pipelines.qwen2_vl.convert.converter import FILES  # what a converted model holds
 from server.conftest import free_ports
 
 from .picture_server import Origin, picture_server
 
 MMAAS = str(Path(sys.executable).parent / "mmaas")
-FILES = ("model.yaml", "qwen2_vl_vision.onnx", "qwen2_vl_language.onnx", "runtime.json",
-         "tokenizer.json", "embed_tokens.npy")  # fmt: skip
 KEY = "sk-test-7f3a"
 DECODE_BYTES = 256 << 20  # MMAAS_MAX_DECODE_BYTES of the served model: 32 MP at a time
 
