@@ -64,9 +64,12 @@ def test_doctor_tells_the_truth_about_this_host() -> None:
 
 def test_doctor_json_and_text_output() -> None:
     runner = CliRunner()
-    data = json.loads(runner.invoke(command, ["--json"]).output)
+    done = runner.invoke(command, ["--json"])
+    data = json.loads(done.stdout)
     assert {b["name"] for b in data["backends"]} == {"onnxruntime", "tensorrt"}
     assert data["usable"] == docker_reachable()
+    # Without an engine the verdict goes to stderr and the exit code is 1; stdout stays JSON.
+    assert done.exit_code == (0 if data["usable"] else 1), done.stderr
     text = runner.invoke(command, []).output
     assert "backend tensorrt: " in text and "[ok] onnxruntime: ONNX Runtime" in text
 
