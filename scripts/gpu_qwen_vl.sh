@@ -21,7 +21,7 @@ shift 2
 STEPS=("${@:-all}")
 PY=${MMAAS_GPU_PYTHON:-python3}
 mkdir -p "$WORK" "$OUT"
-# shellcheck source=scripts/gpu_env.sh
+# shellcheck source=/dev/null
 . "$ROOT/scripts/gpu_env.sh"
 export PYTHONUNBUFFERED=1 PYTHONPATH=$ROOT/toolkit:$ROOT${PYTHONPATH:+:$PYTHONPATH}
 say() { printf 'gpu_qwen_vl %(%H:%M:%S)T: %s\n' -1 "$*"; }

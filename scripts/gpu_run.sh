@@ -35,7 +35,7 @@ mkdir -p "$OUT" "$WORK"
 say() { printf 'gpu_run: %s\n' "$*"; }
 wants() { local s; for s in "${STEPS[@]}"; do [[ $s == "$1" || $s == all ]] && return 0; done; return 1; }
 
-# shellcheck source=scripts/gpu_env.sh
+# shellcheck source=/dev/null
 . "$ROOT/scripts/gpu_env.sh"
 export PYTHONUNBUFFERED=1 MMAAS_PERF_ANALYZER=${MMAAS_PERF_ANALYZER:-perf_analyzer}
 cd "$ROOT"
