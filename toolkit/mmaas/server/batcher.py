@@ -27,8 +27,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from typing import Any
 
 from mmaas.backends import BatchingEngine, Engine
 from mmaas.core.errors import InputError
@@ -71,6 +72,13 @@ class Scheduler:
         self.free: deque[Engine] = deque()  # idle instances, taken in turn
         self.busy = 0  # batches running
         self.pool = ThreadPoolExecutor(len(self.engines), thread_name_prefix="mmaas-engine")
+        # each instance's thread and batch runner, found once (a Protocol isinstance is slow)
+        self.runners: dict[int, tuple[Executor, Callable[[Any, list[Job]], Outcome]]] = {
+            id(e): (e.executor, compute_stacked_by)
+            if isinstance(e, BatchingEngine)
+            else (self.pool, compute)
+            for e in self.engines
+        }
         self.dispatcher: asyncio.Task[None] | None = None
         self.closing = False
 
@@ -205,11 +213,8 @@ class Scheduler:
         def back(done: Future[Outcome]) -> None:  # on the worker thread
             loop.call_soon_threadsafe(self._finish, engine, batch, done, started_ns)
 
-        if isinstance(engine, BatchingEngine):
-            running = engine.executor.submit(compute_stacked_by, engine, batch)
-        else:
-            running = self.pool.submit(compute, engine, batch)
-        running.add_done_callback(back)
+        executor, work = self.runners[id(engine)]
+        executor.submit(work, engine, batch).add_done_callback(back)
 
     def _finish(
         self, engine: Engine, batch: list[Job], done: Future[Outcome], started_ns: int
