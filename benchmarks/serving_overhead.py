@@ -11,9 +11,10 @@ hand-over to an engine thread, encoding, the reply, and the client's own share (
 tritonclient for every tree). ``--before TOOLKIT`` serves the same model directory from a
 second checkout's toolkit (e.g. ``/work/main/toolkit``) at the same time; rounds alternate
 the trees and the transports request block by request block, so the machine's noise hits
-each alike. Figures are medians over rounds of each round's p50.
+each alike (each tree goes first every other round). Figures are medians over rounds of
+each round's p50, with their range.
 
-Usage: ``python benchmarks/serving_overhead.py [--before /work/main/toolkit] [--rounds 7]
+Usage: ``python benchmarks/serving_overhead.py [--before /work/main/toolkit] [--rounds 15]
 [--requests 300] [--size 64]``; prints a table and writes
 ``benchmarks/results/serving-overhead-<UTC>.json``.
 """
@@ -187,7 +188,7 @@ class Served:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--before", type=Path, help="a second checkout's toolkit directory")
-    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--size", type=int, default=64, help="H = W of the input")
     args = parser.parse_args()
@@ -206,9 +207,9 @@ def main() -> None:
                 for mode in MODES:
                     np.testing.assert_allclose(server.one(mode), expected, rtol=1e-6)
             p50: dict[str, list[float]] = {"raw": []}
-            for _ in range(args.rounds):
+            for turn in range(args.rounds):
                 p50["raw"].append(percentile(raw_engine(folder, x, args.requests), 0.5))
-                for server in servers:
+                for server in servers[:: -1 if turn % 2 else 1]:  # each tree first in turn
                     for mode in MODES:
                         times = server.block(mode, args.requests)
                         p50.setdefault(f"{server.name} {mode}", []).append(percentile(times, 0.5))
