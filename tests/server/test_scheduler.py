@@ -157,3 +157,21 @@ def test_a_request_past_its_deadline_is_not_computed(double: Path) -> None:
     refused = asyncio.run(scenario())
     assert refused is not None and getattr(refused, "status", "") == "DEADLINE_EXCEEDED"
     assert engine.runs == 0
+
+
+def test_close_answers_a_refused_batch_s_requests_alone(double: Path) -> None:
+    engine = WatchedEngine(double, hold_s=0.02)
+    batching = BatchingSettings(enabled=True, max_queue_delay_us=20_000)
+
+    async def scenario() -> list[object]:
+        scheduler = Scheduler([engine], 4, batching, ModelMetrics("double", "1"))
+        scheduler.start()
+        requests = [rows(1), rows(float("nan")), rows(3)]
+        sent = [asyncio.ensure_future(scheduler.infer(r, ["y"], None)) for r in requests]
+        await asyncio.sleep(0)  # all three queued
+        await asyncio.wait_for(scheduler.close(), 10)
+        return await asyncio.gather(*sent, return_exceptions=True)
+
+    answers = asyncio.run(scenario())
+    assert isinstance(answers[1], InputError) and engine.runs == 4
+    assert [answers[0]["y"].tolist(), answers[2]["y"].tolist()] == [[[2.0, 2.0]], [[6.0, 6.0]]]  # type: ignore[index]

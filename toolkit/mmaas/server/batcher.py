@@ -71,6 +71,7 @@ class Scheduler:
         self.wake = asyncio.Event()  # a request queued or an instance freed
         self.free: deque[Engine] = deque()  # idle instances, taken in turn
         self.busy = 0  # batches running
+        self.forming = False  # the dispatcher is gathering a batch
         self.pool = ThreadPoolExecutor(len(self.engines), thread_name_prefix="mmaas-engine")
         # each instance's thread and batch runner, found once (a Protocol isinstance is slow)
         self.runners: dict[int, tuple[Executor, Callable[[Any, list[Job]], Outcome]]] = {
@@ -136,7 +137,9 @@ class Scheduler:
         dispatching, wait for running batches, and release the worker threads. New
         requests are refused from now on."""
         self.closing = True
-        while self.queue and self.dispatcher is not None and not self.dispatcher.done():
+        # a batch being formed holds requests off the queue, and a running one may queue
+        # its requests again (each alone): the dispatcher stays until all are answered
+        while (self.queue or self.busy or self.forming) and self._dispatching():
             await asyncio.sleep(0.005)
         if self.dispatcher is not None:
             self.dispatcher.cancel()
@@ -151,8 +154,15 @@ class Scheduler:
                 await self.wake.wait()
             first = self._next_live_job()
             if first is not None:
-                self._launch(self.free.popleft(), await self._form_batch(first))
+                self.forming = True
+                engine, batch = self.free.popleft(), await self._form_batch(first)
+                self.forming = False
+                self._launch(engine, batch)
+                del batch
             del first  # while waiting for the next, keep no request's arrays (or shm) alive
+
+    def _dispatching(self) -> bool:
+        return self.dispatcher is not None and not self.dispatcher.done()
 
     async def _form_batch(self, first: Job) -> list[Job]:
         batch, rows = [first], first.rows
