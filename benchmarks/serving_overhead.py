@@ -12,10 +12,11 @@ tritonclient for every tree). ``--before TOOLKIT`` serves the same model directo
 second checkout's toolkit (e.g. ``/work/main/toolkit``) at the same time; rounds alternate
 the trees and the transports request block by request block, so the machine's noise hits
 each alike (each tree goes first every other round). Figures are medians over rounds of
-each round's p50, with their range.
+each round's p50, with their range. ``--batching`` serves with dynamic batching on at its
+default ``max_queue_delay_us`` (100): a lone request waits that long for company.
 
 Usage: ``python benchmarks/serving_overhead.py [--before /work/main/toolkit] [--rounds 15]
-[--requests 300] [--size 64]``; prints a table and writes
+[--requests 300] [--size 64] [--batching]``; prints a table and writes
 ``benchmarks/results/serving-overhead-<UTC>.json``.
 """
 
@@ -113,13 +114,16 @@ def raw_engine(folder: Path, x: np.ndarray, requests: int) -> list[float]:
 class Served:
     """One ``python -m mmaas.server`` of ``folder`` from ``toolkit``, with its clients."""
 
-    def __init__(self, name: str, toolkit: Path, folder: Path, x: np.ndarray, log: Path) -> None:
+    def __init__(
+        self, name: str, toolkit: Path, folder: Path, x: np.ndarray, log: Path, batching: bool
+    ) -> None:
         self.name = name
         self.grpc_port, metrics, self.http_port = free_ports(3)
         env = {**os.environ, "PYTHONPATH": str(toolkit), "MMAAS_MODEL_DIR": str(folder),
                "MMAAS_HOST": "127.0.0.1", "MMAAS_GRPC_PORT": str(self.grpc_port),
                "MMAAS_METRICS_PORT": str(metrics), "MMAAS_HTTP_PORT": str(self.http_port),
-               "MMAAS_INSTANCE_COUNT": "1", "MMAAS_SHUTDOWN_GRACE_S": "0"}  # fmt: skip
+               "MMAAS_INSTANCE_COUNT": "1", "MMAAS_SHUTDOWN_GRACE_S": "0",
+               "MMAAS_DYNAMIC_BATCHING": str(batching).lower()}  # fmt: skip
         with log.open("wb") as sink:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "mmaas.server"], env=env, stdout=sink, stderr=sink
@@ -191,6 +195,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--size", type=int, default=64, help="H = W of the input")
+    parser.add_argument(
+        "--batching", action="store_true", help="dynamic batching on (max_queue_delay 100 us)"
+    )
     args = parser.parse_args()
     x = np.random.default_rng(0).standard_normal((1, 3, args.size, args.size), np.float32)
     expected = np.maximum(x, 0) * 2
@@ -201,7 +208,9 @@ def main() -> None:
         trees = {"after": ROOT / "toolkit"}
         if args.before:
             trees = {"before": args.before.resolve(), **trees}
-        servers = [Served(n, t, folder, x, work / f"{n}.log") for n, t in trees.items()]
+        servers = [
+            Served(n, t, folder, x, work / f"{n}.log", args.batching) for n, t in trees.items()
+        ]
         try:
             for server in servers:
                 for mode in MODES:
@@ -240,7 +249,8 @@ def report(
     out = ROOT / "benchmarks" / "results" / f"serving-overhead-{stamp}.json"
     out.write_text(json.dumps({
         "benchmark": "serving_overhead", "model": f"relu(x)*2 FP32 [1,3,{args.size},{args.size}]",
-        "concurrency": 1, "rounds": args.rounds, "requests_per_block": args.requests,
+        "concurrency": 1, "dynamic_batching": args.batching, "rounds": args.rounds,
+        "requests_per_block": args.requests,
         "trees": {k: str(v) for k, v in trees.items()}, "cpus": os.cpu_count(),
         "load_average_before": load, "load_average_after": os.getloadavg(), "results": rows,
     }, indent=1) + "\n")  # fmt: skip

@@ -25,6 +25,8 @@ instance. The thread side (jobs, stacking, splitting) is :mod:`mmaas.server.batc
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import math
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -176,11 +178,14 @@ class Scheduler:
             if rows >= self.max_batch or rows in self.preferred or remaining <= 0:
                 break
             self.wake.clear()
-            try:
-                await asyncio.wait_for(self.wake.wait(), remaining)
-            except TimeoutError:
-                rows += self._take_matching(first.key, batch, self.max_batch - rows)
-                break
+            # the loop's timers wait whole milliseconds (epoll rounds up: a 100 us delay
+            # took 1.1 ms), so wait the whole ones and poll the loop for the rest
+            whole_ms = math.floor(remaining * 1e3) / 1e3
+            if whole_ms <= 0:
+                await asyncio.sleep(0)
+                continue
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.wake.wait(), whole_ms)
         return batch
 
     def _next_live_job(self) -> Job | None:
