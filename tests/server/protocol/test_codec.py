@@ -19,6 +19,7 @@ from mmaas.server.protocol.codec import (
     from_raw,
     from_values,
     numpy_dtype,
+    raw_view,
     to_raw,
     to_values,
 )
@@ -230,3 +231,26 @@ def test_bool_is_one_byte_each_and_takes_booleans() -> None:
 def test_an_input_names_exactly_one_data_source(given: list[str], message: str) -> None:
     assert message in refused(one_source, "x", given)
     assert one_source("x", ["raw bytes"]) == "raw bytes"
+
+
+@pytest.mark.parametrize(
+    "array",
+    [
+        np.arange(12, dtype=np.float32).reshape(3, 4),
+        np.arange(24, dtype=np.int64).reshape(4, 6)[:, ::2],  # not contiguous
+        np.ones((2, 3), BFLOAT16),
+        np.array([[True, False]]),
+        np.zeros((0, 3), np.float16),
+        np.array([b"ab", b""], dtype=object),
+    ],
+)
+def test_raw_view_holds_the_raw_bytes_of_every_array(array: np.ndarray) -> None:
+    view = raw_view(array)
+    assert len(view) == len(to_raw(array)) and bytes(view) == to_raw(array)
+
+
+def test_raw_view_of_a_contiguous_array_is_its_own_memory() -> None:
+    array = np.arange(4, dtype=np.float32)
+    view = raw_view(array)
+    array[0] = 7.0
+    assert bytes(view[:4]) == np.float32(7.0).tobytes()

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -203,7 +204,7 @@ class DeviceArray:
     @property
     def nbytes(self) -> int:
         """Its size in bytes."""
-        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        return int(math.prod(self.shape)) * self.dtype.itemsize
 
     @property
     def ndim(self) -> int:

@@ -105,6 +105,9 @@ def from_numpy(dtype: np.dtype) -> str:
         UsageError: no KServe v2 datatype holds this dtype.
     """
     dtype = np.dtype(dtype)
+    name = DATATYPE_BY_NUMPY.get(dtype)  # the common case, before the slower checks
+    if name is not None:
+        return name
     if dtype.kind in ("S", "U", "O"):
         return "BYTES"
     if is_bfloat16(dtype):

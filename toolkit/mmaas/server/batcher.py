@@ -14,44 +14,34 @@ holds (:class:`~mmaas.core.errors.InputError`), each of its requests runs again 
 only the request at fault fails. A full queue is refused at once
 (RESOURCE_EXHAUSTED); a request whose deadline passed or whose caller went away is
 dropped before it reaches an engine. Triton: ``dynamic_batching`` in model config.
+
+A request that finds an instance idle and nobody queued, when no batch could form around
+it (batching off, or ``max_queue_delay_us`` 0), goes to that instance at once from the
+caller's task, without the dispatcher's hop; every batch's outcome comes back to the
+event loop in one call from the worker thread, which answers its callers and frees the
+instance. The thread side (jobs, stacking, splitting) is :mod:`mmaas.server.batches`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import math
 import time
 from collections import deque
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-
-import numpy as np
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from typing import Any
 
 from mmaas.backends import BatchingEngine, Engine
 from mmaas.core.errors import InputError
+from mmaas.server.batches import Arrays, Job, compute, compute_stacked_by
 from mmaas.server.metrics import Execution, ModelMetrics
 from mmaas.server.settings import BatchingSettings
-from mmaas.server.status import DeadlineExceeded, RequestError, ResourceExhausted, Unavailable
+from mmaas.server.status import DeadlineExceeded, ResourceExhausted, Unavailable
 
-Arrays = dict[str, np.ndarray]
-
-
-@dataclass(eq=False)
-class Job:
-    """One request waiting for an engine: its decoded inputs, the outputs to return, the
-    loop-time ``deadline`` (seconds, None = none) and the number of ``rows`` (axis 0)."""
-
-    inputs: Arrays
-    outputs: tuple[str, ...]
-    future: asyncio.Future[Arrays]
-    deadline: float | None
-    rows: int
-    key: tuple[object, ...]
-    enqueued_ns: int = field(default_factory=time.perf_counter_ns)
-
-
-class BatchError(RequestError):
-    """The engine's outputs cannot be split back into the stacked requests (INTERNAL)."""
+Outcome = tuple[list[Arrays], Execution]
+LATE = "the request's deadline passed while it was queued; it was not computed"
 
 
 class Scheduler:
@@ -75,26 +65,36 @@ class Scheduler:
         self.max_batch = max_batch if batching.enabled else 0
         self.preferred = {size for size in batching.preferred_batch_sizes if size <= max_batch}
         self.delay_s = batching.max_queue_delay_us / 1e6
+        # no batch can form around a request that finds an instance idle: it runs at once
+        self.direct = not self.max_batch or self.delay_s == 0
         self.max_queue_size = batching.max_queue_size
         self.metrics = metrics
         self.queue: deque[Job] = deque()
-        self.arrived = asyncio.Event()
-        self.idle: asyncio.Queue[Engine] = asyncio.Queue()
+        self.wake = asyncio.Event()  # a request queued or an instance freed
+        self.free: deque[Engine] = deque()  # idle instances, taken in turn
+        self.busy = 0  # batches running
+        self.forming = False  # the dispatcher is gathering a batch
         self.pool = ThreadPoolExecutor(len(self.engines), thread_name_prefix="mmaas-engine")
-        self.running: set[asyncio.Task[None]] = set()
+        # each instance's thread and batch runner, found once (a Protocol isinstance is slow)
+        self.runners: dict[int, tuple[Executor, Callable[[Any, list[Job]], Outcome]]] = {
+            id(e): (e.executor, compute_stacked_by)
+            if isinstance(e, BatchingEngine)
+            else (self.pool, compute)
+            for e in self.engines
+        }
         self.dispatcher: asyncio.Task[None] | None = None
         self.closing = False
 
     def start(self) -> None:
         """Start the dispatcher on the running event loop."""
-        for engine in self.engines:
-            self.idle.put_nowait(engine)
+        self.free.extend(self.engines)
         self.dispatcher = asyncio.get_running_loop().create_task(self._dispatch())
 
     async def infer(
         self, inputs: Arrays, outputs: Sequence[str], timeout_s: float | None
     ) -> Arrays:
-        """Queue one request and wait for its outputs (``{name: array}`` of ``outputs``).
+        """Queue one request (or run it at once on an idle instance, module doc) and wait
+        for its outputs (``{name: array}`` of ``outputs``).
 
         Raises:
             ResourceExhausted: the queue already holds ``max_queue_size`` requests.
@@ -124,9 +124,14 @@ class Scheduler:
             rows=rows,
             key=key,
         )
-        self.queue.append(job)
-        self.metrics.set_pending(len(self.queue))
-        self.arrived.set()
+        if self.direct and self.free and not self.queue:
+            if timeout_s is not None and timeout_s <= 0:
+                raise DeadlineExceeded(LATE)
+            self._launch(self.free.popleft(), [job])
+        else:
+            self.queue.append(job)
+            self.metrics.set_pending(len(self.queue))
+            self.wake.set()
         return await job.future
 
     async def close(self) -> None:
@@ -134,26 +139,36 @@ class Scheduler:
         dispatching, wait for running batches, and release the worker threads. New
         requests are refused from now on."""
         self.closing = True
-        while self.queue and self.dispatcher is not None and not self.dispatcher.done():
+        # a batch being formed holds requests off the queue, and a running one may queue
+        # its requests again (each alone): the dispatcher stays until all are answered
+        while (self.queue or self.busy or self.forming) and self._dispatching():
             await asyncio.sleep(0.005)
         if self.dispatcher is not None:
             self.dispatcher.cancel()
-        await asyncio.gather(*self.running, return_exceptions=True)
+        while self.busy:
+            await asyncio.sleep(0.005)
         self.pool.shutdown(wait=True)
 
     async def _dispatch(self) -> None:
         while True:
-            engine = await self.idle.get()
-            batch = await self._form_batch()
-            task = asyncio.get_running_loop().create_task(self._run(engine, batch))
-            self.running.add(task)
-            task.add_done_callback(self.running.discard)
-            del batch  # while waiting for the next, keep no request's arrays (or shm) alive
+            while not (self.queue and self.free):
+                self.wake.clear()
+                await self.wake.wait()
+            first = self._next_live_job()
+            if first is not None:
+                self.forming = True
+                engine, batch = self.free.popleft(), await self._form_batch(first)
+                self.forming = False
+                self._launch(engine, batch)
+                del batch
+            del first  # while waiting for the next, keep no request's arrays (or shm) alive
 
-    async def _form_batch(self) -> list[Job]:
-        first = await self._next_live_job()
+    def _dispatching(self) -> bool:
+        return self.dispatcher is not None and not self.dispatcher.done()
+
+    async def _form_batch(self, first: Job) -> list[Job]:
         batch, rows = [first], first.rows
-        if not self.max_batch:
+        if not self.max_batch or first.alone:
             return batch
         loop = asyncio.get_running_loop()
         close_at = loop.time() + self.delay_s
@@ -162,28 +177,29 @@ class Scheduler:
             remaining = close_at - loop.time()
             if rows >= self.max_batch or rows in self.preferred or remaining <= 0:
                 break
-            self.arrived.clear()
-            try:
-                await asyncio.wait_for(self.arrived.wait(), remaining)
-            except TimeoutError:
-                rows += self._take_matching(first.key, batch, self.max_batch - rows)
-                break
+            self.wake.clear()
+            # the loop's timers wait whole milliseconds (epoll rounds up: a 100 us delay
+            # took 1.1 ms), so wait the whole ones and poll the loop for the rest
+            whole_ms = math.floor(remaining * 1e3) / 1e3
+            if whole_ms <= 0:
+                await asyncio.sleep(0)
+                continue
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.wake.wait(), whole_ms)
         return batch
 
-    async def _next_live_job(self) -> Job:
-        while True:
-            while not self.queue:
-                self.arrived.clear()
-                await self.arrived.wait()
+    def _next_live_job(self) -> Job | None:
+        while self.queue:
             job = self.queue.popleft()
             self.metrics.set_pending(len(self.queue))
             if self._live(job):
                 return job
+        return None
 
     def _take_matching(self, key: tuple[object, ...], batch: list[Job], room: int) -> int:
         taken = 0
         for job in list(self.queue):
-            if job.key != key or job.rows > room - taken:
+            if job.key != key or job.alone or job.rows > room - taken:
                 continue
             self.queue.remove(job)
             if self._live(job):
@@ -198,90 +214,51 @@ class Scheduler:
         if job.future.done():  # the caller went away (cancelled RPC)
             return False
         if job.deadline is not None and asyncio.get_running_loop().time() >= job.deadline:
-            job.future.set_exception(
-                DeadlineExceeded(
-                    "the request's deadline passed while it was queued; it was not computed"
-                )
-            )
+            job.future.set_exception(DeadlineExceeded(LATE))
             return False
         return True
 
-    async def _run(self, engine: Engine, batch: list[Job]) -> None:
-        try:
-            await self._execute(engine, batch)
-        finally:
-            self.idle.put_nowait(engine)
-
-    async def _execute(self, engine: Engine, batch: list[Job]) -> None:
+    def _launch(self, engine: Engine, batch: list[Job]) -> None:
+        """Run ``batch`` on ``engine``'s worker thread; its outcome comes back to the loop
+        in one call (:meth:`_finish`), however the callers fare meanwhile."""
+        loop = asyncio.get_running_loop()
         started_ns = time.perf_counter_ns()
+        self.busy += 1
+
+        def back(done: Future[Outcome]) -> None:  # on the worker thread
+            loop.call_soon_threadsafe(self._finish, engine, batch, done, started_ns)
+
+        executor, work = self.runners[id(engine)]
+        executor.submit(work, engine, batch).add_done_callback(back)
+
+    def _finish(
+        self, engine: Engine, batch: list[Job], done: Future[Outcome], started_ns: int
+    ) -> None:
+        """Answer ``batch``'s callers and free ``engine`` (on the event loop)."""
+        self.busy -= 1
+        self.free.append(engine)
         try:
-            loop = asyncio.get_running_loop()
-            if isinstance(engine, BatchingEngine):
-                results, execution = await loop.run_in_executor(
-                    engine.executor, _compute_stacked_by, engine, batch
-                )
-            else:
-                results, execution = await loop.run_in_executor(self.pool, _compute, engine, batch)
-            self.metrics.record_execution(execution, [started_ns - j.enqueued_ns for j in batch])
-            for job, result in zip(batch, results, strict=True):
-                if not job.future.done():
-                    job.future.set_result(result)
+            results, execution = done.result()
         except InputError as exc:
             if len(batch) == 1:
                 _fail(batch, exc)
             else:  # values one request holds were refused: each runs alone, only it fails
-                for job in batch:
-                    await self._execute(engine, [job])
+                for job in reversed(batch):
+                    job.alone = True
+                    self.queue.appendleft(job)
+                self.metrics.set_pending(len(self.queue))
         except Exception as exc:  # the engine's own error: every caller in the batch gets it
             _fail(batch, exc)
+        else:
+            self.metrics.record_execution(execution, [started_ns - j.enqueued_ns for j in batch])
+            for job, result in zip(batch, results, strict=True):
+                if not job.future.done():
+                    job.future.set_result(result)
+        if self.queue:
+            self.wake.set()
 
 
 def _fail(batch: list[Job], exc: Exception) -> None:
     for job in batch:
         if not job.future.done():
             job.future.set_exception(exc)
-
-
-def _compute_stacked_by(engine: BatchingEngine, batch: list[Job]) -> tuple[list[Arrays], Execution]:
-    """Run one batch on an engine that stacks it itself (on its own thread)."""
-    done = engine.infer_batch([job.inputs for job in batch], batch[0].outputs)
-    rows = sum(job.rows for job in batch)
-    execution = Execution(len(batch), rows, done.input_ns, done.infer_ns, done.output_ns)
-    return done.outputs, execution
-
-
-def _compute(engine: Engine, batch: list[Job]) -> tuple[list[Arrays], Execution]:
-    """Stack, run and split one batch (in a worker thread); times are in ns.
-
-    Raises:
-        BatchError: an output's axis 0 does not hold one row per stacked input row.
-    """
-    t0 = time.perf_counter_ns()
-    first = batch[0]
-    if len(batch) == 1:
-        inputs = first.inputs
-    else:
-        inputs = {
-            name: np.concatenate([job.inputs[name] for job in batch]) for name in first.inputs
-        }
-    t1 = time.perf_counter_ns()
-    outputs = engine.infer(inputs, first.outputs)
-    t2 = time.perf_counter_ns()
-    if len(batch) == 1:
-        results = [outputs]
-    else:
-        bounds = np.cumsum([job.rows for job in batch])
-        for name, array in outputs.items():
-            if array.ndim == 0 or array.shape[0] != bounds[-1]:
-                raise BatchError(
-                    f"output {name!r} has shape {list(array.shape)} for a batch "
-                    f"of {bounds[-1]} rows; it has no batch axis, so set "
-                    "MMAAS_DYNAMIC_BATCHING=false for this model"
-                )
-        pieces = {name: np.split(array, bounds[:-1]) for name, array in outputs.items()}
-        results = [{name: pieces[name][i] for name in first.outputs} for i in range(len(batch))]
-    t3 = time.perf_counter_ns()
-    rows = sum(job.rows for job in batch)
-    return results, Execution(
-        requests=len(batch), batch_size=rows, input_ns=t1 - t0, infer_ns=t2 - t1, output_ns=t3 - t2
-    )

@@ -77,9 +77,10 @@ def to_request(message: Any, size: int) -> InferRequest:
             for FP16), malformed shared memory parameters.
     """
     shared: dict[str, TensorRef] = {}
-    for tensor in message.inputs:
+    parameters = [to_parameters(tensor.parameters) for tensor in message.inputs]
+    for tensor, plain_parameters in zip(message.inputs, parameters, strict=True):
         numpy_dtype(tensor.datatype, f"input {tensor.name!r}")
-        ref = tensor_ref(to_parameters(tensor.parameters), f"input {tensor.name!r}")
+        ref = tensor_ref(plain_parameters, f"input {tensor.name!r}")
         if ref is not None:
             shared[tensor.name] = ref
     raw = message.raw_input_contents
@@ -92,7 +93,7 @@ def to_request(message: Any, size: int) -> InferRequest:
         )
     entries = iter(raw)
     inputs = []
-    for tensor in message.inputs:
+    for tensor, tensor_parameters in zip(message.inputs, parameters, strict=True):
         given: dict[str, Source | None] = {}
         if tensor.name in shared:
             given[SHARED] = shared[tensor.name]
@@ -108,7 +109,7 @@ def to_request(message: Any, size: int) -> InferRequest:
                 tensor.datatype,
                 tuple(tensor.shape),
                 data,
-                to_parameters(tensor.parameters),
+                tensor_parameters,
             )
         )
     return InferRequest(

@@ -149,6 +149,16 @@ def to_raw(array: np.ndarray) -> bytes:
     return np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<")).tobytes()
 
 
+def raw_view(array: np.ndarray) -> bytes | memoryview:
+    """:func:`to_raw`'s bytes, as a flat view of the array's own memory when they are the
+    same (a little-endian, C-contiguous array of a fixed-size datatype: nothing is copied,
+    e.g. for an output written to shared memory); BYTES are encoded as by :func:`to_raw`."""
+    if from_numpy(array.dtype) == "BYTES":
+        return to_raw(array)
+    flat = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<")).reshape(-1)
+    return flat.view(np.uint8).data
+
+
 def to_values(name: str, array: np.ndarray) -> Any:
     """An output's values for JSON, flat: numbers (BF16 widened exactly to FP32; a numpy
     array, for orjson), BYTES as UTF-8 strings.

@@ -22,7 +22,7 @@ from mmaas.server.protocol.cuda_shm import CudaSharedMemory
 from mmaas.server.protocol.shm import SystemSharedMemory, TensorRef
 from mmaas.server.status import AlreadyExists
 
-Output = DeviceArray | bytes  # an output's data as the request path writes it
+Output = DeviceArray | bytes | memoryview  # an output's data as the request path writes it
 
 
 class SharedMemory:
@@ -97,8 +97,8 @@ class MemoryLease:
             self.system.check(ref, where, size)
 
     def write(self, ref: TensorRef, data: Output, where: str) -> None:
-        """Write an output's ``data`` (raw bytes, or a device array) to ``ref`` (module
-        doc for the copies).
+        """Write an output's ``data`` (raw bytes or a flat byte view, or a device array) to
+        ``ref`` (module doc for the copies).
 
         Raises:
             NotFound, InvalidArgument: as :meth:`check` of its size.

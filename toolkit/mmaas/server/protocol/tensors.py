@@ -15,7 +15,7 @@ import numpy as np
 
 from mmaas.core.cuda import DeviceArray
 from mmaas.core.datatypes import from_numpy
-from mmaas.server.protocol.codec import from_device, from_raw, from_values, to_raw
+from mmaas.server.protocol.codec import from_device, from_raw, from_values, raw_view
 from mmaas.server.protocol.memory import MemoryLease, Output
 from mmaas.server.protocol.shm import TensorRef
 from mmaas.server.protocol.types import InferInput, InferRequest, OutputTensor, RawBytes, Values
@@ -93,7 +93,7 @@ def encode_outputs(
     for name, array in results.items():
         ref = refs.get(name)
         if ref is not None:
-            data: Output = array if isinstance(array, DeviceArray) else to_raw(array)
+            data: Output = array if isinstance(array, DeviceArray) else raw_view(array)
             shm.check(
                 ref, f"output {name!r}", data.nbytes if isinstance(data, DeviceArray) else len(data)
             )
