@@ -8,7 +8,10 @@ outputs refused in shared memory."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import uuid
+import weakref
+from collections.abc import AsyncIterator
 from contextlib import aclosing
 from typing import Any
 
@@ -16,6 +19,7 @@ import numpy as np
 import pytest
 import tritonclient.utils.shared_memory as triton_shm
 
+from mmaas.core.errors import InputError
 from mmaas.server.dataplane import DataPlane, Failed
 from mmaas.server.protocol.memory import SharedMemory
 from mmaas.server.protocol.shm import TensorRef
@@ -28,6 +32,7 @@ from mmaas.server.protocol.types import (
 )
 from mmaas.server.repository import Repository, ServedModel
 from mmaas.server.status import InvalidArgument
+from mmaas.server.streaming import Response
 
 from .test_streaming import TOKEN, Ordinary, Tokens, served
 
@@ -145,3 +150,50 @@ def test_a_decoupled_models_outputs_cannot_go_to_shared_memory() -> None:
         "outputs of a decoupled model cannot go to shared memory"
     )
     assert counts(model) == (0, {"REJECTED": 1})
+
+
+class Refusing(Ordinary):
+    """An executor that refuses every request's values after taking weak references to
+    its inputs (what a CUDA region's device array is: it pins the region while alive)."""
+
+    def __init__(self) -> None:
+        self.seen: list[weakref.ref[np.ndarray]] = []
+
+    async def infer(
+        self, inputs: dict[str, np.ndarray], outputs: list[str], timeout_s: float | None
+    ) -> dict[str, np.ndarray]:
+        self.seen += [weakref.ref(array) for array in inputs.values()]
+        raise InputError("input 'x': the engine refused its values")
+
+    async def responses(
+        self, inputs: dict[str, np.ndarray], outputs: list[str], timeout_s: float | None
+    ) -> AsyncIterator[Response]:
+        await self.infer(inputs, outputs, timeout_s)
+        yield Response({}, final=True)  # never reached
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_a_failed_requests_inputs_end_with_it_not_at_the_next_garbage_collection(
+    streamed: bool,
+) -> None:
+    """The error a front end holds while it answers does not keep the request's decoded
+    inputs alive (the frame that catches an error and the error's traceback reference
+    each other): with the collector off, they are gone once the request has failed."""
+    executor = Refusing()
+    plane, _ = plane_of(executor)
+
+    async def ask() -> None:
+        if streamed:
+            async for _ in plane.stream("ppocr-cls", "", request()):
+                pass
+        else:
+            await plane.infer("ppocr-cls", "", request())
+
+    gc.disable()
+    try:
+        with pytest.raises(Failed) as info:
+            asyncio.run(ask())
+        assert info.value.failure.status == "INVALID_ARGUMENT"
+        assert executor.seen and all(seen() is None for seen in executor.seen)
+    finally:
+        gc.enable()

@@ -23,6 +23,7 @@ with its one error table (gRPC status codes, HTTP statuses)::
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass
@@ -133,12 +134,9 @@ class DataPlane:
         async with accounted(model, request_id) as outcome:
             with self.shm.lease() as regions:
                 try:
-                    admitted = await self._admit(model, exchange, outcome, regions)
-                    results = await run(model, admitted.arrays, admitted.outputs, deadline_s)
-                    response = self._response(model, admitted, regions, results)
-                    return exchange.write(model, admitted.request, response)
+                    return await self._answer(model, exchange, outcome, regions, deadline_s)
                 except Exception as exc:
-                    raise Failed(outcome.failed(exc), exc, model) from exc
+                    raise _failed(outcome, exc, model) from exc
 
     async def stream(
         self,
@@ -161,28 +159,53 @@ class DataPlane:
         async with accounted(model, request_id) as outcome:
             with self.shm.lease() as regions:
                 try:
-                    admitted = await self._admit(model, exchange, outcome, regions)
-                    if admitted.refs and is_decoupled(model.executor):
-                        raise InvalidArgument(
-                            "outputs of a decoupled model cannot go to shared memory (each "
-                            "response would overwrite the last); drop shared_memory_region "
-                            "from the outputs"
-                        )
-                    answers = responses(model, admitted.arrays, admitted.outputs, deadline_s)
+                    answers = self._answers(model, exchange, outcome, regions, deadline_s)
                     async with aclosing(answers) as stream:
-                        async for answer in stream:
-                            response = self._response(
-                                model, admitted, regions, answer.outputs, answer.final
-                            )
-                            written = exchange.write(model, admitted.request, response)
-                            if answer.final:
+                        async for written, final in stream:
+                            if final:
                                 last = written
                                 break
                             yield written
                 except Exception as exc:
-                    raise Failed(outcome.failed(exc), exc, model) from exc
+                    raise _failed(outcome, exc, model) from exc
         assert last is not None  # responses() always ends with a final response
         yield last
+
+    async def _answer(
+        self,
+        model: ServedModel,
+        exchange: Exchange[Wire],
+        outcome: Outcome,
+        regions: MemoryLease,
+        deadline_s: float | None,
+    ) -> Wire:
+        admitted = await self._admit(model, exchange, outcome, regions)
+        results = await run(model, admitted.arrays, admitted.outputs, deadline_s)
+        response = self._response(model, admitted, regions, results)
+        return exchange.write(model, admitted.request, response)
+
+    async def _answers(
+        self,
+        model: ServedModel,
+        exchange: Exchange[Wire],
+        outcome: Outcome,
+        regions: MemoryLease,
+        deadline_s: float | None,
+    ) -> AsyncGenerator[tuple[Wire, bool], None]:
+        admitted = await self._admit(model, exchange, outcome, regions)
+        if admitted.refs and is_decoupled(model.executor):
+            raise InvalidArgument(
+                "outputs of a decoupled model cannot go to shared memory (each "
+                "response would overwrite the last); drop shared_memory_region "
+                "from the outputs"
+            )
+        answers = responses(model, admitted.arrays, admitted.outputs, deadline_s)
+        async with aclosing(answers) as stream:
+            async for answer in stream:
+                response = self._response(model, admitted, regions, answer.outputs, answer.final)
+                yield exchange.write(model, admitted.request, response), answer.final
+                if answer.final:
+                    return
 
     def _find(self, name: str, version: str) -> ServedModel:
         try:
@@ -213,3 +236,14 @@ class DataPlane:
     ) -> InferResponse:
         outputs = encode_outputs(as_advertised(model.info, results), admitted.refs, regions)
         return InferResponse(model.name, model.version, admitted.request.id, outputs, final)
+
+
+def _failed(outcome: Outcome, exc: Exception, model: ServedModel) -> Failed:
+    """The :class:`Failed` of ``exc`` (logged and counted by ``outcome``), with the locals
+    of the finished frames ``exc`` passed through cleared (``traceback.clear_frames``): the
+    frame that catches an error and the error's traceback reference each other, so without
+    this a failed request's decoded inputs (device arrays that pin CUDA regions among them)
+    would live until the next garbage collection instead of ending with the request."""
+    failure = Failed(outcome.failed(exc), exc, model)
+    traceback.clear_frames(exc.__traceback__)
+    return failure
