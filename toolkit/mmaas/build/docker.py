@@ -260,14 +260,12 @@ def inspections_once(prefetch: Sequence[str] = ()) -> Iterator[None]:
 
 def image_labels(image: str) -> dict[str, str]:
     """The labels of a local image (empty dict when it has none)."""
-    config = inspect_image(image).get("Config") or {}
-    return dict(config.get("Labels") or {})
+    return dict((inspect_image(image).get("Config") or {}).get("Labels") or {})
 
 
 def copy_from_image(image: str, source: str, dest: Path) -> Path:
     """Copy the directory ``source`` out of the LOCAL ``image`` (without running it) to
-    ``dest``. The image is looked up first, so a mistyped name is an error here and never
-    a pull from a registry (``docker create`` would pull).
+    ``dest``. The image is looked up first: a mistyped name is an error, never a pull.
 
     Raises:
         DockerError: no such local image, or ``source`` is not in it (not an mmaas image).
