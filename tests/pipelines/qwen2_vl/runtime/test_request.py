@@ -97,11 +97,29 @@ def test_messages_are_read_in_order() -> None:
          r"messages\[0\].content\[0\]: must be"),
         ([{"role": "user", "content": [{"type": "image", "image": "x"}]}],
          r"messages\[0\].content\[0\]: must be"),
+        (b"[" * 100_000 + b"]" * 100_000, "input 'messages': JSON nested too deeply"),
+        ([{"role": "user", "content": "a\ud800"}],
+         r"messages\[0\].content: contains a lone UTF-16 surrogate \(U\+D800\) at character 1"),
+        ([{"role": "user", "content": [{"type": "text", "text": "\udfff"}]}],
+         r"messages\[0\].content\[0\].text: contains a lone UTF-16 surrogate \(U\+DFFF\)"),
+        ([{"role": "us\udc00er", "content": "x"}], r"messages\[0\].role: contains a lone"),
+        ([{"x\ud800": 1}], r"messages\[0\]: a key: contains a lone"),
     ],
 )  # fmt: skip
 def test_malformed_messages_are_refused_naming_the_element(document, message: str) -> None:
     with pytest.raises(InputError, match=message):
         read_request(messages(document))
+
+
+def test_text_that_is_not_unicode_is_refused_naming_the_input() -> None:
+    """A str element (the HTTP routes' decoded JSON) with a lone surrogate, and its bytes
+    (gRPC), which UTF-8 cannot hold."""
+    for value in ("a\ud800", "a\ud800".encode("utf-8", "surrogatepass")):
+        with pytest.raises(InputError, match=r"input 'text_input': (contains a lone|not UTF-8)"):
+            read_request({"text_input": np.array([value], dtype=object)})
+        stop = {**text(), "stop": np.array(["ok", value], dtype=object)}
+        with pytest.raises(InputError, match=r"input 'stop' element 1: (contains a lone|not UTF)"):
+            read_request(stop)
 
 
 def test_one_of_text_input_and_messages() -> None:

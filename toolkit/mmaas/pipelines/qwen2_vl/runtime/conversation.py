@@ -9,7 +9,9 @@ format, the pictures of the ``image`` input placed by its image parts, in order:
      {"role": "user", "content": [{"type": "text", "text": "And this?"}, {"type": "image"}]}]
 
 Rules (each broken one is INVALID_ARGUMENT naming ``input 'messages'`` and the element):
-at least one message; each an object of ``role`` (a string: the served template's roles,
+JSON nested no deeper than the decoder takes (a conversation is 4 levels deep); every
+string valid Unicode (no lone UTF-16 surrogate, which JSON's ``\\ud800`` escapes can
+spell); at least one message; each an object of ``role`` (a string: the served template's roles,
 checked by :class:`~.prompt.PromptBuilder`) and ``content`` (a string, or a list of parts:
 ``{"type": "text", "text": <string>}`` or ``{"type": "image"}``); no other keys. The
 image parts must number the ``image`` input's elements. ``text_input`` (the KServe
@@ -56,23 +58,50 @@ def read_messages(raw: object) -> Conversation:
         document = json.loads(raw.decode("utf-8") if isinstance(raw, bytes) else str(raw))
     except (UnicodeDecodeError, ValueError) as exc:
         raise _error("", f"not UTF-8 JSON ({exc})") from None
+    except RecursionError:
+        raise _error(
+            "",
+            "JSON nested too deeply to decode; a conversation is a list of "
+            "messages whose content is a string or a list of parts (4 levels)",
+        ) from None
     if not isinstance(document, list) or not document:
         raise _error("", "must be a non-empty JSON list of messages")
     return Conversation(tuple(_turn(m, f"messages[{i}]") for i, m in enumerate(document)),
                         "messages")  # fmt: skip
 
 
+def unicode_text(where: str, text: str) -> str:
+    """``text`` when it is valid Unicode, i.e. encodable as UTF-8 (what the tokenizer takes).
+
+    Raises:
+        InputError: ``text`` holds a lone UTF-16 surrogate (U+D800..U+DFFF), naming
+            ``where``, the code point and the fix.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InputError(
+            f"{where}: contains a lone UTF-16 surrogate (U+{ord(text[exc.start]):04X}) at "
+            f"character {exc.start}, which is not Unicode text; send a surrogate only as "
+            "half of a pair (\\ud83d\\ude00), or the character itself"
+        ) from None
+    return text
+
+
 def _turn(message: Any, where: str) -> Turn:
     if not isinstance(message, dict):
         raise _error(where, "must be an object with role and content")
+    for key in message:
+        unicode_text(f"input 'messages': {where}: a key", key)
     unknown = sorted(set(message) - {"role", "content"})
     if unknown:
         raise _error(f"{where}.{unknown[0]}", "unknown key; a message has role and content")
     role, content = message.get("role"), message.get("content")
     if not isinstance(role, str):
         raise _error(f"{where}.role", f"must be a string, got {role!r:.40}")
+    unicode_text(f"input 'messages': {where}.role", role)
     if isinstance(content, str):
-        return role, (content,)
+        return role, (unicode_text(f"input 'messages': {where}.content", content),)
     if not isinstance(content, list):
         raise _error(f"{where}.content", "must be a string or a list of parts")
     parts: list[str | None] = []
@@ -82,7 +111,7 @@ def _turn(message: Any, where: str) -> Turn:
         if kind == "image" and set(part) == {"type"}:
             parts.append(None)
         elif kind == "text" and set(part) == {"type", "text"} and isinstance(part["text"], str):
-            parts.append(part["text"])
+            parts.append(unicode_text(f"input 'messages': {at}.text", part["text"]))
         else:
             raise _error(at, 'must be {"type": "text", "text": <string>} or {"type": "image"}')
     return role, tuple(parts)

@@ -38,7 +38,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from mmaas.core.errors import InputError
-from mmaas.pipelines.qwen2_vl.runtime.conversation import Conversation, one_turn, read_messages
+from mmaas.pipelines.qwen2_vl.runtime.conversation import (
+    Conversation,
+    one_turn,
+    read_messages,
+    unicode_text,
+)
 from mmaas.pipelines.qwen2_vl.runtime.sampling import SamplingParams
 
 
@@ -132,7 +137,7 @@ def read_request(inputs: Mapping[str, np.ndarray]) -> GenerationRequest:
 def _text(where: str, raw: object) -> str:
     """A BYTES element as UTF-8 text (InputError naming ``where`` otherwise)."""
     try:
-        return raw.decode("utf-8") if isinstance(raw, bytes) else str(raw)
+        return raw.decode("utf-8") if isinstance(raw, bytes) else unicode_text(where, str(raw))
     except UnicodeDecodeError as exc:
         raise InputError(f"{where}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
 
