@@ -6,6 +6,7 @@ package; a small JSON-over-HTTP client; a real HTTP server of the pictures."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import http.client
 import json
 import os
@@ -90,23 +91,22 @@ def events(stream: str) -> list[Any]:
     return out
 
 
-@pytest.fixture(scope="package")
-def served(qwen_vl_export: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    """``mmaas serve`` on a copy of models/qwen-vl, the key in MMAAS_OPENAI_API_KEY_FILE,
-    at most :data:`DECODE_BYTES` of decoded pictures in flight."""
-    root = tmp_path_factory.mktemp("openai")
+@contextlib.contextmanager
+def serving(
+    export: Path, root: Path, env: dict[str, str], metrics_port: int = 0
+) -> Iterator[Served]:
+    """``mmaas serve`` on a copy of the model in ``export`` (under ``root``) with ``env``
+    added, the key in MMAAS_OPENAI_API_KEY_FILE, until the block ends."""
     folder = root / "qwen-vl"
     folder.mkdir()
     for name in FILES:
-        shutil.copy(qwen_vl_export / name, folder / name)
+        shutil.copy(export / name, folder / name)
     (root / "key").write_text(KEY + "\n")
     http_port, grpc_port = free_ports(2)
     log = root / "serve.log"
-    env = {**os.environ, "MMAAS_OPENAI_API_KEY_FILE": str(root / "key"),
-           "MMAAS_MAX_DECODE_BYTES": str(DECODE_BYTES), "MMAAS_FETCH_ALLOW": "127.0.0.1",
-           "MMAAS_FETCH_TIMEOUT_S": "3"}  # fmt: skip
+    env = {**os.environ, "MMAAS_OPENAI_API_KEY_FILE": str(root / "key"), **env}
     argv = [MMAAS, "serve", str(folder), "--http-port", str(http_port), "--grpc-port",
-            str(grpc_port), "--metrics-port", "0"]  # fmt: skip
+            str(grpc_port), "--metrics-port", str(metrics_port)]  # fmt: skip
     with log.open("wb") as out:
         process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env)
     try:
@@ -125,6 +125,16 @@ def served(qwen_vl_export: Path, tmp_path_factory: pytest.TempPathFactory) -> It
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(60)
+
+
+@pytest.fixture(scope="package")
+def served(qwen_vl_export: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """``mmaas serve`` on a copy of models/qwen-vl, the key in MMAAS_OPENAI_API_KEY_FILE,
+    at most :data:`DECODE_BYTES` of decoded pictures in flight."""
+    env = {"MMAAS_MAX_DECODE_BYTES": str(DECODE_BYTES), "MMAAS_FETCH_ALLOW": "127.0.0.1",
+           "MMAAS_FETCH_TIMEOUT_S": "3"}  # fmt: skip
+    with serving(qwen_vl_export, tmp_path_factory.mktemp("openai"), env) as served:
+        yield served
 
 
 @pytest.fixture(scope="package")

@@ -176,8 +176,8 @@ MAX_QUEUE_DELAY_US = Setting(
 )  # fmt: skip
 MAX_QUEUE_SIZE = Setting(
     "MMAAS_MAX_QUEUE_SIZE", Integer(1), 1024,
-    "requests waiting for an instance before new ones get RESOURCE_EXHAUSTED (with "
-    "batching off too)",
+    "requests waiting for an instance (a generation pipeline's: for a sequence slot, each "
+    "choice one) before new ones get RESOURCE_EXHAUSTED (with batching off too)",
     key=("dynamic_batching", "max_queue_size"),
 )  # fmt: skip
 HTTP_READ_TIMEOUT_S = Setting(

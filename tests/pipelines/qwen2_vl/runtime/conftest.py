@@ -57,10 +57,12 @@ def session(path: Path) -> ort.InferenceSession:
 class Loop:
     """What the runtime part builds, over the export in ``folder``: the Generator, the
     language engine's runs over ``slots`` cache rows (decode ``batches``, default every size),
-    and the Scheduler's engine thread (started; :meth:`close` stops it)."""
+    and the Scheduler's engine thread (started; :meth:`close` stops it), ``max_waiting``
+    requests waiting at most."""
 
     def __init__(self, folder: Path, slots: int = 4, batches: Sequence[int] = (),
-                 image_cache: int = 0, max_prefill_tokens: int = 8192) -> None:  # fmt: skip
+                 image_cache: int = 0, max_prefill_tokens: int = 8192,
+                 max_waiting: int = 1024) -> None:  # fmt: skip
         config = RuntimeConfig.read(folder / "runtime.json")
         self.generator = Generator(
             config, LIMITS, Tokenizer.from_file(str(folder / "tokenizer.json")),
@@ -74,7 +76,7 @@ class Loop:
         self.metrics = GenerationMetrics({"model": "qwen-vl", "version": "1"})
         chunk = LIMITS.prefill_chunk
         self.scheduler = Scheduler(self.generator, self.runs, Slots(slots), chunk,
-                                   max_prefill_tokens, self.metrics)  # fmt: skip
+                                   max_prefill_tokens, self.metrics, max_waiting)  # fmt: skip
         self.scheduler.start(lambda: self.runs.capture(batches))
 
     def generate(self, req: GenerationRequest) -> list[TokenEvent]:

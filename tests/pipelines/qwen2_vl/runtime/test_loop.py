@@ -1,15 +1,19 @@
 """The generation loop over KV-cache slots: decode steps padded to a captured batch size
 (C43: 3 sequences with batches {1, 2, 4}, every concurrency from 1 to 3, greedy ids equal to
 each request alone), new prompts prefilled together in one run, requests beyond the slots
-waiting for one (running, waiting and cache-use figures in the metrics), the picture
+waiting for one (running, waiting and cache-use figures in the metrics) and refused beyond
+the queue's bound (RESOURCE_EXHAUSTED, MMAAS_MAX_QUEUE_SIZE), the picture
 embeddings cache, and the scheduler's bound on prompt tokens per turn."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from mmaas.server.status import ResourceExhausted
 
 from .conftest import PAIR, PROMPTS, Loop, request
 
@@ -84,6 +88,37 @@ def test_requests_beyond_the_slots_wait_for_one(qwen_vl_export, pictures) -> Non
     text = "\n".join(loop.metrics.families())
     assert "mmaas_kv_cache_usage_ratio" in text
     assert loop.metrics.ttft.count == 5 and loop.metrics.itl.count == 5 * 7
+
+
+def test_requests_beyond_the_slots_and_the_queue_are_refused_at_once(qwen_vl_export) -> None:
+    """2 slots, at most 2 waiting: of 7 requests submitted at once 4 are answered, 3
+    refused; nothing leaks (every slot free, the waiting gauge 0, the next ones answered)."""
+    loop = Loop(qwen_vl_export, slots=2, max_waiting=2)
+    try:
+        prepared = [loop.generator.prepare(request(f"Question {i}.", max_tokens=40))
+                    for i in range(7)]  # fmt: skip
+        done = [threading.Event() for _ in prepared]
+        refused: list[str] = []
+        for index, ready in enumerate(prepared):
+
+            def sink(event, flag=done[index]) -> None:
+                if isinstance(event, BaseException) or event.finish_reason:
+                    flag.set()
+
+            try:
+                loop.scheduler.submit(ready, sink)
+            except ResourceExhausted as exc:
+                refused.append(str(exc))
+                done[index].set()
+        assert all(flag.wait(300) for flag in done)
+        assert len(refused) == 3, refused
+        assert refused[0].startswith("queue full: 2 requests are waiting (MMAAS_MAX_QUEUE_SIZE=2)")
+        assert loop.scheduler.unplaced == 0 and loop.scheduler.slots.used == 0
+        assert loop.metrics.waiting == 0 and loop.metrics.running == 0
+        again = loop.generate_all([request(f"Again {i}.", max_tokens=4) for i in range(4)])
+        assert [len(a) for a in again] == [4] * 4
+    finally:
+        loop.close()
 
 
 def test_a_picture_seen_before_skips_its_vision_run(padded, pictures) -> None:

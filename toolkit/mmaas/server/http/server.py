@@ -6,8 +6,9 @@ one-line fallback in :meth:`HttpServer.start`.
 
 TLS follows the gRPC port's (``MMAAS_TLS_CERT``/``MMAAS_TLS_KEY``, mutual with
 ``MMAAS_TLS_CLIENT_CA``). Granian's ``backpressure`` (requests handed to Python at once)
-is above ``MMAAS_MAX_QUEUE_SIZE``, so the request path's queue limit, not a stalled
-socket, answers overload.
+is the socket backlog (1024) or twice ``MMAAS_MAX_QUEUE_SIZE``, whichever is larger: above
+the queue plus the requests running (an instance's batch, a pipeline's sequence slots, open
+streams), so the request path's queue limit (429), not a stalled socket, answers overload.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from mmaas.core.errors import MmaasError
 from mmaas.server.ports import check_free, listen_address
 from mmaas.server.settings import Settings
 
+BACKLOG = 1024  # connections the socket holds before accept
 GRANIAN_LOGGER = "_granian"  # Granian's (and its Rust part's) logger
 log = logging.getLogger("mmaas.server")
 
@@ -44,8 +46,8 @@ class HttpServer:
             interface=Interfaces.ASGINL,
             http=HTTPModes.auto,
             websockets=False,
-            backlog=1024,
-            backpressure=2 * settings.batching.max_queue_size,
+            backlog=BACKLOG,
+            backpressure=max(BACKLOG, 2 * settings.batching.max_queue_size),
             http1_settings=HTTP1Settings(
                 header_read_timeout=int(settings.http_read_timeout_s * 1000)
             ),

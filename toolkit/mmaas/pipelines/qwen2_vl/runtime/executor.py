@@ -61,11 +61,14 @@ class GenerationExecutor:
 
         Raises:
             InputError: the request is invalid (before any response).
+            ResourceExhausted: MMAAS_MAX_QUEUE_SIZE requests already wait for a sequence
+                slot (before any response).
             Exception: the engine failed (the request ends; others go on).
         """
         arrived = time.perf_counter()
         loop = asyncio.get_running_loop()
         request = read_request(inputs)
+        self.scheduler.refuse_if_full()  # before decoding its pictures; submit counts it
         async with self.budget.hold(request.images):
             prepared = await loop.run_in_executor(None, self.generator.prepare, request)
         events: asyncio.Queue[TokenEvent | BaseException] = asyncio.Queue()

@@ -113,7 +113,8 @@ class Qwen2VLRuntime:
         )  # fmt: skip
         metrics = GenerationMetrics(context.model.metrics.labels)
         scheduler = Scheduler(generator, runs, Slots(size.sequences), limits.prefill_chunk,
-                              settings.max_prefill_tokens, metrics)  # fmt: skip
+                              settings.max_prefill_tokens, metrics,
+                              context.server.batching.max_queue_size)  # fmt: skip
         scheduler.start(lambda: runs.capture([b for b in batches if b <= size.rows]))
         warm_up(generator, scheduler)
         scheduler.metrics = metrics = GenerationMetrics(context.model.metrics.labels)  # clients'

@@ -5,7 +5,9 @@ Each turn of the loop:
 1. take what arrived (it blocks only when nothing runs or waits);
 2. admit waiting requests into free slots, lowest slot first, in arrival order (the vision
    engine for pictures not cached; the prompt's embeddings and positions); a request
-   beyond the slots waits for one (its figures are in the log and the metrics);
+   beyond the slots waits for one (its figures are in the log and the metrics); at most
+   ``max_waiting`` (MMAAS_MAX_QUEUE_SIZE) wait: :meth:`Scheduler.submit` refuses one more
+   at once (RESOURCE_EXHAUSTED, as a full batcher queue);
 3. prefill up to ``max_prefill_tokens`` prompt tokens (padding counted): runs of
    consecutive slots holding new prompts are batched (each row's first chunk, right-padded
    to the longest), then continued prompts one at a time, each chunk at most the engine's
@@ -33,6 +35,7 @@ from mmaas.pipelines.qwen2_vl.runtime.generation import Generator, Prepared, Seq
 from mmaas.pipelines.qwen2_vl.runtime.kvcache import Slots
 from mmaas.pipelines.qwen2_vl.runtime.language import LanguageRuns, StepOut
 from mmaas.server.llm_metrics import GenerationMetrics
+from mmaas.server.status import ResourceExhausted
 
 Sink = Callable[[TokenEvent | BaseException], None]
 
@@ -63,13 +66,18 @@ class Active:
 
 class Scheduler:
     """The engine thread, its inbox and its slots (see the module docstring). ``steps`` and
-    ``rows`` count decode steps and the decoding rows they ran."""
+    ``rows`` count decode steps and the decoding rows they ran; ``max_waiting`` bounds the
+    requests waiting for a slot (MMAAS_MAX_QUEUE_SIZE, at least 1)."""
 
     def __init__(self, generator: Generator, runs: LanguageRuns, slots: Slots, chunk: int,
-                 max_prefill_tokens: int, metrics: GenerationMetrics) -> None:  # fmt: skip
+                 max_prefill_tokens: int, metrics: GenerationMetrics,
+                 max_waiting: int) -> None:  # fmt: skip
         self.generator, self.runs, self.slots = generator, runs, slots
         self.chunk, self.budget = chunk, max(max_prefill_tokens, chunk)
         self.metrics = metrics
+        self.max_waiting = max_waiting
+        self.lock = threading.Lock()  # submit's count against the engine thread's admits
+        self.unplaced = 0  # tickets submitted that hold no slot yet (inbox and waiting)
         self.inbox: queue.Queue[Ticket | None] = queue.Queue()
         self.waiting: deque[Ticket] = deque()
         self.active: dict[int, Active] = {}
@@ -99,12 +107,34 @@ class Scheduler:
         if done[0] is not None:
             raise done[0]
 
+    def refuse_if_full(self) -> None:
+        """Refuse a request that would wait beyond ``max_waiting`` (the requests holding no
+        slot, less the free slots they will take, already number ``max_waiting``).
+
+        Raises:
+            ResourceExhausted: the queue is full (RESOURCE_EXHAUSTED / 429).
+        """
+        waiting = self.unplaced - len(self.slots.free)
+        if waiting >= self.max_waiting:
+            raise ResourceExhausted(
+                f"queue full: {waiting} requests are waiting (MMAAS_MAX_QUEUE_SIZE="
+                f"{self.max_waiting}) for one of the {self.slots.count} sequence slots; retry "
+                "later, or raise pipeline.settings.max_sequences"
+            )
+
     def submit(self, prepared: Prepared, sink: Sink, arrived: float | None = None) -> Ticket:
         """Queue a checked request that came in at ``arrived`` (``time.perf_counter``;
         None: now); ``sink`` gets each TokenEvent (the last one has a ``finish_reason``) or
-        one exception, from the engine thread."""
+        one exception, from the engine thread.
+
+        Raises:
+            ResourceExhausted: the queue is full (:meth:`refuse_if_full`); nothing queued.
+        """
         ticket = Ticket(prepared, sink, time.perf_counter() if arrived is None else arrived)
-        self.inbox.put(ticket)
+        with self.lock:
+            self.refuse_if_full()
+            self.unplaced += 1
+            self.inbox.put(ticket)
         return ticket
 
     def close(self, timeout_s: float | None = None) -> None:
@@ -135,15 +165,20 @@ class Scheduler:
                                        self.slots.count)  # fmt: skip
 
     def _drop_cancelled(self) -> None:
-        self.waiting = deque(t for t in self.waiting if not t.cancelled.is_set())
+        kept = deque(t for t in self.waiting if not t.cancelled.is_set())
+        with self.lock:
+            self.unplaced -= len(self.waiting) - len(kept)
+        self.waiting = kept
         for slot in [s for s, a in self.active.items() if a.ticket.cancelled.is_set()]:
             self._release(slot)
 
     def _admit(self) -> None:
         while self.waiting:
-            slot = self.slots.take()
-            if slot is None:
-                return
+            with self.lock:
+                slot = self.slots.take()
+                if slot is None:
+                    return
+                self.unplaced -= 1
             ticket = self.waiting.popleft()
             try:
                 seq = self.generator.admit(ticket.prepared)
