@@ -47,8 +47,9 @@ class BatchingSettings:
         preferred_batch_sizes: batch sizes a batch is sent at as soon as reached; empty
             means the profile's max batch.
         max_queue_delay_us: how long the first request of a batch waits for more, in µs.
-        max_queue_size: requests waiting for an instance before new ones get
-            RESOURCE_EXHAUSTED (applies with batching off too).
+        max_queue_size: requests waiting for an instance (a generation pipeline: for a
+            sequence slot, each choice counting) before new ones get RESOURCE_EXHAUSTED
+            (applies with batching off too).
     """
 
     enabled: bool = table.DYNAMIC_BATCHING.default
