@@ -117,3 +117,32 @@ def test_serve_binds_loopback_unless_told_and_the_image_keeps_all_addresses(
     assert server.returncode == 0, output[-2000:]
     assert from_env({}).host == "0.0.0.0"
     assert "MMAAS_HOST" not in runtime_env(load_spec(tmp_path / "m", checks=host_checks()).spec)
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("--http-port", "99999", "99999 is out of range; write a TCP port from 1 to 65535"),
+        ("--grpc-port", "-1", "-1 is out of range"),
+        ("--metrics-port", "70000", "70000 is out of range"),
+    ],
+)
+def test_a_bad_option_value_is_refused_naming_the_option(
+    tmp_path: Path, option: str, value: str, message: str
+) -> None:
+    """The table's rule refuses it under the option the user typed, not its MMAAS_*
+    variable, and before anything is compiled."""
+    make_onnx(tmp_path / "m" / "model.onnx", [("x", FLOAT, [1, 4])])
+    (tmp_path / "m" / "model.yaml").write_text(
+        'name: options\nversion: "1"\nsource: {path: model.onnx}\n'
+    )
+    done = subprocess.run(
+        [MMAAS, "serve", str(tmp_path / "m"), option, value],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"Invalid value for '{option}': {message}" in done.stderr
+    assert "MMAAS_" not in done.stderr
+    assert not (tmp_path / "m" / ".mmaas").exists()

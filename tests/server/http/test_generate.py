@@ -90,6 +90,9 @@ def test_a_picture_as_a_base64_data_url_reaches_the_model_as_bytes(echo: Generat
     url = "data:image/png;base64," + base64.b64encode(picture).decode()
     reply = echo.post("/v2/models/echo/generate", {"text_input": "seen", "image": [url]})
     assert json.loads(reply.read())["text_output"] == "<10-bytes> seen"
+    upper = "DATA:image/png;BASE64," + base64.b64encode(picture).decode()  # RFC 3986 3.1
+    reply = echo.post("/v2/models/echo/generate", {"text_input": "seen", "image": [upper]})
+    assert json.loads(reply.read())["text_output"] == "<10-bytes> seen"
     broken = echo.post(
         "/v2/models/echo/generate", {"text_input": "x", "image": ["data:image/png;base64,%%%"]}
     )

@@ -14,6 +14,7 @@ import sys
 import uuid
 from pathlib import Path
 
+import httpx
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -117,6 +118,29 @@ def test_region_checks_are_kserve_errors(server, regions) -> None:
         assert error.status() == "404"
     finally:
         client.unregister_system_shared_memory()
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ('"byte_size": 18446744073709551616', "'byte_size' of the register request is out of "
+         "range: 1.8446744073709552e+19 is not in 0..18446744073709551615"),
+        ('"byte_size": 8, "offset": 18446744073709551616', "'offset' of the register request"
+         " is out of range"),
+        ('"byte_size": 8, "offset": -99999999999999999999', "'offset' of the register request"
+         " is out of range"),
+        ('"byte_size": 18446744073709551615', "holds 64 bytes"),  # in range: the region's size
+        ('"byte_size": 1.5', "'byte_size' of the register request must be an integer"),
+        ('"byte_size": 8, "offset": -1', "offset -1 and byte_size 8 must be >= 0"),
+    ],
+)  # fmt: skip
+def test_register_numbers_are_uint64(server, regions, body: str, message: str) -> None:
+    key, _ = regions("numbers", 64)
+    reply = httpx.post(
+        f"http://{server.http_url}/v2/systemsharedmemory/region/raw/register",
+        content=f'{{"key": "{key}", {body}}}',
+    )
+    assert reply.status_code == 400 and message in reply.json()["error"], reply.text
 
 
 def test_cuda_shared_memory_is_refused_by_name(server) -> None:

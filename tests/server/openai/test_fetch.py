@@ -131,3 +131,12 @@ def test_several_pictures_come_in_order(origin: str) -> None:
     with pytest.raises(ChatError) as raised:
         asyncio.run(Fetcher(LOCAL).pictures([*sources, ("p2", f"{origin}/html")]))
     assert raised.value.param == "p2"
+
+
+def test_schemes_are_case_insensitive(origin: str) -> None:
+    """RFC 3986 section 3.1: ``HTTP://`` is ``http://``, ``DATA:`` is ``data:``."""
+    assert fetch(origin.replace("http://", "HTTP://") + "/pic.png") == PNG
+    assert fetch(origin.replace("http://", "hTTp://") + "/pic.png") == PNG
+    assert fetch("DATA:image/png;BASE64," + base64.b64encode(PNG).decode()) == PNG
+    off = FetchSettings(enabled=False)
+    assert fetch("Data:image/png;base64," + base64.b64encode(PNG).decode(), off) == PNG

@@ -60,6 +60,7 @@ def still_answers(served) -> None:
         ("hello", data_url(b"hello", "image/png"), "declares image/png but its bytes are not"),
         ("JPEG as GIF", None, "declares image/gif but its bytes are not"),
         ("private URL", "http://10.9.9.9/x.png", "a loopback, private, link-local or reserved"),
+        ("upper-case scheme", "HTTP://10.9.9.9/x.png", "a loopback, private, link-local or"),
         ("unserved scheme", "ftp://example.com/x.png", "a data: URL (data:image/png;base64"),
         ("not a picture type", data_url(b"hello", "text/plain"), "'text/plain' are not accepted"),
     ],

@@ -42,25 +42,32 @@ def command(
     The engine is compiled into MODEL/.mmaas/engine exactly as the image's builder stage
     does (reused while the spec and the ONNX file are unchanged). Server settings are
     those of the image: `runtime:` in model.yaml (as the image's MMAAS_* variables),
-    overridden by MMAAS_* variables in this environment, overridden by these options;
+    overridden by MMAAS_* variables in this environment, overridden by these options
+    (each checked by the same rule as its variable, and named when refused);
     but it binds 127.0.0.1, not the image's 0.0.0.0, unless --host or MMAAS_HOST is set.
     """
     from mmaas.build.local import compile_local
     from mmaas.build.runtime_env import runtime_env
     from mmaas.core.runtime_settings import GRPC_PORT, HOST, HTTP_PORT, METRICS_PORT, MODEL_DIR
+    from mmaas.core.setting_kinds import SettingValueError
     from mmaas.server.app import serve
     from mmaas.server.settings import from_env
 
-    loaded, model_dir = compile_local(model, rebuild=rebuild)
-    overrides = {MODEL_DIR.env: str(model_dir)}
+    overrides = {}
     if host is None and not os.environ.get(HOST.env):
         host = LOCAL_HOST
-    for setting, value in (
-        (HTTP_PORT, http_port),
-        (GRPC_PORT, grpc_port),
-        (METRICS_PORT, metrics_port),
-        (HOST, host),
+    for option, setting, value in (
+        ("--http-port", HTTP_PORT, http_port),
+        ("--grpc-port", GRPC_PORT, grpc_port),
+        ("--metrics-port", METRICS_PORT, metrics_port),
+        ("--host", HOST, host),
     ):
         if value is not None:
+            try:  # the table's rule, named by the option the user typed, before compiling
+                setting.kind.parse(str(value))
+            except SettingValueError as exc:
+                raise click.BadParameter(str(exc), param_hint=f"'{option}'") from None
             overrides[setting.env] = str(value)
+    loaded, model_dir = compile_local(model, rebuild=rebuild)
+    overrides[MODEL_DIR.env] = str(model_dir)
     serve(from_env({**runtime_env(loaded.spec), **os.environ, **overrides}))

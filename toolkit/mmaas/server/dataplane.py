@@ -41,7 +41,7 @@ from mmaas.server.inference import (
     responses,
     run,
 )
-from mmaas.server.parameters import with_parameters
+from mmaas.server.parameters import deadline_of, with_parameters
 from mmaas.server.protocol.memory import MemoryLease, SharedMemory
 from mmaas.server.protocol.shm import TensorRef
 from mmaas.server.protocol.tensors import check_outputs, decode_inputs, encode_outputs
@@ -123,7 +123,8 @@ class DataPlane:
         request_id: str = "",
     ) -> Wire:
         """Answer one request with one response (a decoupled model's joined one);
-        ``deadline_s``: seconds the client still waits, or None; ``request_id``: the
+        ``deadline_s``: seconds the client still waits, or None (the request's ``timeout``
+        parameter tightens it: :func:`~mmaas.server.parameters.deadline_of`); ``request_id``: the
         request's id when the wire names it before the request is read (gRPC), so that a
         request that cannot be read is logged with it.
 
@@ -180,6 +181,7 @@ class DataPlane:
         deadline_s: float | None,
     ) -> Wire:
         admitted = await self._admit(model, exchange, outcome, regions)
+        deadline_s = deadline_of(admitted.request, deadline_s)
         results = await run(model, admitted.arrays, admitted.outputs, deadline_s)
         response = self._response(model, admitted, regions, results)
         return exchange.write(model, admitted.request, response)
@@ -199,6 +201,7 @@ class DataPlane:
                 "response would overwrite the last); drop shared_memory_region "
                 "from the outputs"
             )
+        deadline_s = deadline_of(admitted.request, deadline_s)
         answers = responses(model, admitted.arrays, admitted.outputs, deadline_s)
         async with aclosing(answers) as stream:
             async for answer in stream:

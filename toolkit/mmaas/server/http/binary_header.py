@@ -22,6 +22,7 @@ HEADER = "Inference-Header-Content-Length"
 DECIMAL = re.compile(r"[0-9]+")
 RAW_HEADER = HEADER.lower().encode()
 BINARY_ENDPOINT = "/infer"  # the one endpoint with a binary part
+KSERVE = "/v2"  # other front ends on the port (OpenAI's /v1) answer for their own paths
 
 
 def header_length(values: Sequence[str], body_size: int) -> int | None:
@@ -66,15 +67,17 @@ def header_note(json_length: int, body_size: int) -> str:
 
 class BinaryHeaderGuard:
     """ASGI middleware: a request carrying ``Inference-Header-Content-Length`` to any
-    endpoint but ``/infer`` is answered 400 (KServe error body) naming the header, its
-    value(s), the body's declared length and the endpoint, before the endpoint runs."""
+    KServe endpoint (``/v2/...``) but ``/infer`` is answered 400 (KServe error body)
+    naming the header, its value(s), the body's declared length and the endpoint, before
+    the endpoint runs."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         """Refuse, or pass the request on to the app."""
-        if scope["type"] != "http" or scope["path"].endswith(BINARY_ENDPOINT):
+        path = scope.get("path", "")
+        if scope["type"] != "http" or path.endswith(BINARY_ENDPOINT) or path[:3] != KSERVE:
             await self.app(scope, receive, send)
             return
         headers = [(name.lower(), value.decode("latin-1")) for name, value in scope["headers"]]

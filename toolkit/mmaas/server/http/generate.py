@@ -163,11 +163,14 @@ def _inputs(model: ServedModel, document: dict[str, Any]) -> list[InferInput]:
 def _decoded(name: str, index: int, value: object) -> object:
     """A BYTES string that is a base64 data URL (``data:image/png;base64,...``, as
     OpenAI-style clients send pictures) becomes the bytes it encodes, since JSON strings
-    cannot carry binary data; any other value is left to the codec."""
-    if not (isinstance(value, str) and value.startswith("data:") and ";base64," in value[:200]):
+    cannot carry binary data (the scheme and ``base64`` in any case: RFC 3986 section
+    3.1); any other value is left to the codec."""
+    head = value[:200].lower() if isinstance(value, str) else ""
+    marker = head.find(";base64,")
+    if not (isinstance(value, str) and head.startswith("data:") and marker >= 0):
         return value
     try:
-        return base64.b64decode(value.split(";base64,", 1)[1], validate=True)
+        return base64.b64decode(value[marker + len(";base64,") :], validate=True)
     except ValueError:
         raise InvalidArgument(
             f"input {name!r} element {index}: the data URL does not hold valid base64"

@@ -22,6 +22,8 @@ from mmaas.server.http.errors import answer, json_response
 from mmaas.server.protocol.memory import SharedMemory
 from mmaas.server.status import InvalidArgument
 
+U64_MAX = 2**64 - 1  # offset and byte_size are uint64 in Triton's protocol
+
 
 class SharedMemoryEndpoints:
     """The endpoints over ``shm`` (both kinds of region)."""
@@ -113,10 +115,23 @@ class SharedMemoryEndpoints:
 
 
 def _integer(document: dict[str, Any], field: str, default: int | None = None) -> int:
-    """The register request's integer ``field`` (required when ``default`` is None)."""
+    """The register request's integer ``field`` (required when ``default`` is None), at
+    most 2^64-1 (Triton's and gRPC's ``uint64``; a negative one is left to the register,
+    which names it).
+
+    Raises:
+        InvalidArgument: absent and required, not an integer, or beyond 64 bits (orjson
+            reads an integer literal beyond 64 bits as a float, so a float beyond them is
+            out of range whichever way it was written).
+    """
     if field not in document and default is None:
         raise InvalidArgument(f"Shared memory register request has no {field!r} field")
     value = document.get(field, default)
+    if isinstance(value, int | float) and not -(2**63) <= value <= U64_MAX:
+        raise InvalidArgument(
+            f"{field!r} of the register request is out of range: {value!r:.30} is not "
+            f"in 0..{U64_MAX} (an unsigned 64-bit integer)"
+        )
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidArgument(f"{field!r} of the register request must be an integer")
     return value

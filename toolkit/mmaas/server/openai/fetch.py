@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from mmaas.server.openai.errors import ChatError
-from mmaas.server.openai.pictures import ACCEPTED, data_url_bytes, sniff
+from mmaas.server.openai.pictures import ACCEPTED, data_url_bytes, sniff, url_scheme
 from mmaas.server.settings import FetchSettings
 
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ class Fetcher:
 
     async def picture(self, url: str, param: str) -> bytes:
         """One picture's bytes (ChatError on every failure)."""
-        if url.startswith("data:"):
+        if url_scheme(url) == "data":
             return data_url_bytes(url, param)
         if not self.settings.enabled:
             raise ChatError("this server does not fetch picture URLs (MMAAS_FETCH_PICTURES is "

@@ -27,6 +27,7 @@ from typing import Any
 import orjson
 
 from mmaas.server.openai.errors import ChatError
+from mmaas.server.openai.pictures import SCHEMES, url_scheme
 
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
 REFUSED_ROLES = ("tool", "function")
@@ -99,7 +100,7 @@ def _part(part: Any, at: str, role: str, pictures: list[tuple[str, str]]) -> dic
         if detail not in DETAILS:
             raise ChatError(f"{at}.image_url.detail: {detail!r:.20} is not one of "
                             f"{', '.join(DETAILS)}", f"{at}.image_url.detail")  # fmt: skip
-        if not url.startswith(("data:", "http://", "https://")):
+        if url_scheme(url) not in SCHEMES:
             raise ChatError("a picture URL must be a data: URL (data:image/png;base64,...) "
                             "or an http(s) URL", f"{at}.image_url.url")  # fmt: skip
         pictures.append((f"{at}.image_url.url", url))

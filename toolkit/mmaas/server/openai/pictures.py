@@ -22,6 +22,14 @@ MAGIC = {  # the accepted picture formats' first bytes, by MIME type
     "image/tiff": (b"II*\x00", b"MM\x00*"),
 }
 ACCEPTED = ", ".join(sorted({mime for mime in MAGIC if mime != "image/jpg"}))
+SCHEMES = ("data", "http", "https")  # the picture URLs a request may send
+
+
+def url_scheme(url: str) -> str:
+    """``url``'s scheme in lower case ("" when it has none): schemes are case-insensitive
+    (RFC 3986 section 3.1), so ``DATA:`` and ``HTTP://`` are ``data:`` and ``http://``."""
+    scheme, colon, _ = url.partition(":")
+    return scheme.lower() if colon else ""
 
 
 def sniff(data: bytes) -> str | None:
@@ -38,7 +46,7 @@ def data_url_bytes(url: str, param: str) -> bytes:
     """
     header, comma, payload = url.partition(",")
     mime = header[5:].split(";")[0].strip().lower()
-    if not comma or not header.endswith(";base64"):
+    if not comma or not header.lower().endswith(";base64"):
         raise ChatError("the data URL must be base64 encoded (data:<type>;base64,<data>)", param)
     if mime not in MAGIC:
         raise ChatError(f"pictures of type {mime!r:.40} are not accepted; send {ACCEPTED}", param)

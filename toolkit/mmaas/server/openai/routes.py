@@ -1,6 +1,7 @@
 """The OpenAI-compatible routes on the HTTP port (docs/openai.md): ``POST
 /v1/chat/completions``, ``GET /v1/models`` and ``GET /v1/models/{id}``, listing the served
-models with the generation interface. With an API key set (``MMAAS_OPENAI_API_KEY`` or
+models with the generation interface, mounted at ``/v1`` so that every answer there,
+errors included, has OpenAI's shape (:mod:`.app`). With an API key set (``MMAAS_OPENAI_API_KEY`` or
 ``MMAAS_OPENAI_API_KEY_FILE``), every route asks ``Authorization: Bearer <key>`` (401 with
 OpenAI's error body otherwise; the key is compared in constant time).
 
@@ -19,6 +20,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from mmaas.server.dataplane import DataPlane
+from mmaas.server.openai.app import mounted
 from mmaas.server.openai.chat import ChatEndpoint, is_generation
 from mmaas.server.openai.errors import ChatError, error_response
 from mmaas.server.repository import ServedModel
@@ -30,8 +32,8 @@ Endpoint = Callable[[Request], Awaitable[Response]]
 def openai_routes(
     plane: DataPlane, read_timeout_s: float, api_key: str | None, fetch: FetchSettings
 ) -> list[BaseRoute]:
-    """The routes over the data plane (``api_key``: None = no key asked; ``fetch``: how
-    picture URLs are fetched)."""
+    """The routes over the data plane, as one mount at ``/v1`` (``api_key``: None = no key
+    asked; ``fetch``: how picture URLs are fetched)."""
     chat = ChatEndpoint(plane, read_timeout_s, fetch)
 
     async def models(request: Request) -> Response:
@@ -62,10 +64,12 @@ def openai_routes(
         return checked
 
     return [
-        Route("/v1/chat/completions", guarded(chat.handle), methods=["POST"]),
-        Route("/v1/models", guarded(models), methods=["GET"]),
-        Route("/v1/models/{model:path}", guarded(model), methods=["GET"]),
-    ]
+        mounted([
+            Route("/chat/completions", guarded(chat.handle), methods=["POST"]),
+            Route("/models", guarded(models), methods=["GET"]),
+            Route("/models/{model:path}", guarded(model), methods=["GET"]),
+        ])
+    ]  # fmt: skip
 
 
 def _model(model: ServedModel) -> dict:
