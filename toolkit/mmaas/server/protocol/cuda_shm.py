@@ -31,7 +31,7 @@ import numpy as np
 
 from mmaas.core import cuda
 from mmaas.server.protocol.regions import Lease, RegionRegistry
-from mmaas.server.protocol.shm import TensorRef
+from mmaas.server.protocol.shm import TensorRef, check_fits, check_range
 from mmaas.server.status import InvalidArgument, NotFound
 
 SYSTEM_INSTEAD = "use system shared memory (SystemSharedMemoryRegister, /v2/systemsharedmemory)"
@@ -161,14 +161,7 @@ class CudaLease(Lease[_Region]):
             NotFound: unknown region. InvalidArgument: the range passes the region's end.
         """
         region = self.region(ref.region, where)
-        size = region.status.byte_size
-        if ref.offset + ref.byte_size > size:
-            raise InvalidArgument(
-                f"{where}: shared memory region {ref.region!r} holds {size} bytes, but "
-                f"shared_memory_offset {ref.offset} + shared_memory_byte_size "
-                f"{ref.byte_size} = {ref.offset + ref.byte_size} bytes passes its end "
-                "(Invalid offset + byte size for shared memory region)"
-            )
+        check_range(ref, region.status.byte_size, where)
         return region
 
     def check(self, ref: TensorRef, where: str, size: int = 0) -> None:
@@ -179,18 +172,13 @@ class CudaLease(Lease[_Region]):
                 ``ref.byte_size``.
         """
         self.place(ref, where)
-        if size > ref.byte_size:
-            raise InvalidArgument(
-                f"{where}: shared memory region {ref.region!r} at offset {ref.offset} has "
-                f"shared_memory_byte_size {ref.byte_size} bytes, but the output needs {size} "
-                f"bytes to hold the results; give it at least {size} bytes"
-            )
+        check_fits(ref, size, where)
 
     def write(self, ref: TensorRef, source: int, size: int, where: str) -> None:
         """Copy ``size`` bytes from ``source`` (a host or device address) to the start of
         ``ref``'s range (checked first, as :meth:`check`)."""
-        self.check(ref, where, size)
         region = self.place(ref, where)
+        check_fits(ref, size, where)
         cuda.default_copier().copy(region.pointer + ref.offset, source, size)
 
 

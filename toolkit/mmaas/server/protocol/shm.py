@@ -179,25 +179,18 @@ class SystemLease(Lease[_Region]):
                 or the output needs more than ``ref.byte_size`` bytes (nothing is written).
         """
         target = self._slice(ref, where)
-        _check_fits(ref, len(data), where)
+        check_fits(ref, len(data), where)
         target[: len(data)] = data
 
     def check(self, ref: TensorRef, where: str, size: int = 0) -> None:
         """Raise as :meth:`write` of ``size`` bytes would, touching nothing (outputs are
         checked before computing, and again before the first is written)."""
         self._slice(ref, where).release()
-        _check_fits(ref, size, where)
+        check_fits(ref, size, where)
 
     def _slice(self, ref: TensorRef, where: str) -> memoryview:
         region = self.region(ref.region, where)
-        size = region.status.byte_size
-        if ref.offset + ref.byte_size > size:
-            raise InvalidArgument(
-                f"{where}: shared memory region {ref.region!r} holds {size} bytes, but "
-                f"shared_memory_offset {ref.offset} + shared_memory_byte_size "
-                f"{ref.byte_size} = {ref.offset + ref.byte_size} bytes passes its end "
-                "(Invalid offset + byte size for shared memory region)"
-            )
+        check_range(ref, region.status.byte_size, where)
         return region.view[ref.offset : ref.offset + ref.byte_size]
 
 
@@ -260,7 +253,22 @@ def tensor_ref(parameters: Mapping[str, object], where: str) -> TensorRef | None
     )
 
 
-def _check_fits(ref: TensorRef, size: int, where: str) -> None:
+def check_range(ref: TensorRef, region_size: int, where: str) -> None:
+    """Raise InvalidArgument when ``ref``'s range (offset + byte size) passes the end of
+    its region of ``region_size`` bytes (Triton's "Invalid offset + byte size for shared
+    memory region"); system and CUDA regions alike."""
+    if ref.offset + ref.byte_size > region_size:
+        raise InvalidArgument(
+            f"{where}: shared memory region {ref.region!r} holds {region_size} bytes, but "
+            f"shared_memory_offset {ref.offset} + shared_memory_byte_size "
+            f"{ref.byte_size} = {ref.offset + ref.byte_size} bytes passes its end "
+            "(Invalid offset + byte size for shared memory region)"
+        )
+
+
+def check_fits(ref: TensorRef, size: int, where: str) -> None:
+    """Raise InvalidArgument when an output of ``size`` bytes is more than ``ref``'s
+    ``shared_memory_byte_size``; system and CUDA regions alike."""
     if size > ref.byte_size:
         raise InvalidArgument(
             f"{where}: shared memory region {ref.region!r} at offset {ref.offset} has "
