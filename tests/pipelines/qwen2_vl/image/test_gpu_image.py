@@ -8,11 +8,6 @@ host without a GPU, saying why (C34)."""
 from __future__ import annotations
 
 import json
-import os
-import secrets
-import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +15,7 @@ import pytest
 
 from mmaas.core import proc
 
-from .conftest import FILES
+from .conftest import built_copy
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -29,23 +24,11 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 def gpu_image(docker_cli: list[str], base_image: str, qwen_vl_gpu_export: Path,
               tmp_path_factory) -> Iterator[str]:  # fmt: skip
     root = tmp_path_factory.mktemp("qwen-vl-gpu-image")
-    folder = root / "qwen-vl-gpu"
-    folder.mkdir()
-    for name in FILES:
-        shutil.copy(qwen_vl_gpu_export / name, folder / name)
-    tag = secrets.token_hex(4)
-    with (folder / "model.yaml").open("a") as spec:
-        spec.write(f"image: {{repository: mmaas-test/qwen-vl-gpu, tag: '{tag}', "
-                   f"base_image: {base_image}}}\n")  # fmt: skip
-    result = subprocess.run(
-        [str(Path(sys.executable).parent / "mmaas"), "build", str(folder), "--json"],
-        capture_output=True, text=True, check=False,
-        env={**os.environ, "MMAAS_CACHE_DIR": str(root / "cache")},
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr[-4000:]
-    image = f"mmaas-test/qwen-vl-gpu:{tag}"
-    yield image
-    proc.run([*docker_cli, "image", "rm", "--force", image], check=False)
+    with built_copy(docker_cli, base_image, qwen_vl_gpu_export, root, "mmaas-test/qwen-vl-gpu") as (
+        image,
+        _,
+    ):
+        yield image
 
 
 def test_the_gpu_image_holds_typed_engines_and_their_gate(gpu_image, docker_cli) -> None:
